@@ -1,0 +1,59 @@
+# Relay — every target creates .venv and node_modules by itself when they are missing or stale.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAGE ?= dev
+# jsii (the CDK's bridge to Node) warns on every call on Node 20; the CDK runs fine on it.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
+export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
+PYTHON_SOURCES := app.py infra functions layers/relay/python local tests bench
+
+.PHONY: help install lint typecheck synth cfn-lint pytest test bench demo local deploy diff clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
+
+$(BIN)/.installed: requirements.txt requirements-dev.txt layers/dependencies/requirements.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(BIN)/.installed node_modules/.installed ## create .venv and node_modules (pip + npm), only when stale
+
+lint: $(BIN)/.installed ## ruff lint + format check
+	$(BIN)/ruff check $(PYTHON_SOURCES)
+	$(BIN)/ruff format --check $(PYTHON_SOURCES)
+
+typecheck: $(BIN)/.installed ## mypy (strict) on the kernel, the functions, the sandbox and the infra
+	$(BIN)/mypy layers/relay/python/relay functions local infra
+
+synth: install ## synthesize every stack to cdk.out/ with cdk-nag and the Relay guards on
+	npx cdk synth --quiet -c stage=$(STAGE)
+
+cfn-lint: synth ## cfn-lint every synthesized template (errors fail)
+	$(BIN)/cfn-lint --non-zero-exit-code error -- cdk.out/*.template.json
+
+pytest: $(BIN)/.installed ## run the whole pytest suite
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck cfn-lint pytest ## everything CI runs: lint, types, synth + nag + guards, cfn-lint, pytest
+
+bench: install ## print benchmark figures (never asserted)
+	$(BIN)/python bench/synth_bench.py
+	$(BIN)/python bench/kernel_bench.py
+
+deploy: synth ## deploy every stack to the AWS account in your credentials (STAGE=dev|prod)
+	npx cdk deploy --all -c stage=$(STAGE)
+
+diff: install ## show what a deploy would change
+	npx cdk diff --all -c stage=$(STAGE)
+
+clean: ## remove build output (keeps .venv and node_modules)
+	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,29 @@
+"""Builds the whole Relay app; `app.py` and the infra tests share it so tests check what ships."""
+
+from __future__ import annotations
+
+from aws_cdk import App, Environment, Tags, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from infra.config import StageConfig, load_stage_config
+from infra.stacks.core import CoreStack
+from infra.validation import RelayGuards
+
+
+def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) -> dict[str, CoreStack]:
+    if app.node.try_get_context("aws:cdk:enable-path-metadata") is None:
+        # The CLI sets this; a plain `python app.py` (tests) would otherwise omit aws:cdk:path and the
+        # guards could only name logical ids.
+        app.node.set_context("aws:cdk:enable-path-metadata", True)
+    config = config or load_stage_config(app)
+    env = Environment(account=config.account, region=config.region)
+    core = CoreStack(app, f"{config.prefix}-core", config=config, env=env)
+    stacks = {"core": core}
+    Tags.of(app).add("app", "relay")
+    Tags.of(app).add("stage", config.stage)
+    if nag:
+        # cdk-nag 3 is a policy-validation plugin; the Aspects form of cdk-nag 2 fails with it.
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app), RelayGuards())
+    else:
+        Validations.of(app).add_plugins(RelayGuards())
+    return stacks

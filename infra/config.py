@@ -1,0 +1,118 @@
+"""Stage configuration: read from `cdk.json` context, validated once, before any construct is built.
+
+`python app.py -c stage=dev` (or `npx cdk synth -c stage=dev`) picks `context.stages.dev`; values under
+`context.defaults` apply to every stage. A bad value fails synth with a message naming the key and the
+rule, instead of surfacing later as a half-deployed stack.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+MIN_MAX_RECEIVE_COUNT = 5
+CDK_JSON = Path(__file__).resolve().parents[1] / "cdk.json"
+
+
+class _Strict(BaseModel):
+    # Unknown keys are typos until proven otherwise: fail synth rather than silently ignore them.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class QueueDefaults(_Strict):
+    max_receive_count: int = Field(default=5, ge=MIN_MAX_RECEIVE_COUNT, le=1000)
+    retention_days: int = Field(default=4, ge=1, le=14)
+    dlq_retention_days: int = Field(default=14, ge=1, le=14)
+    oldest_message_alarm_seconds: int = Field(default=900, ge=60)
+
+
+class ConsumerDefaults(_Strict):
+    timeout_seconds: int = Field(default=30, ge=1, le=900)
+    memory_mb: int = Field(default=512, ge=128, le=10240)
+    batch_size: int = Field(default=10, ge=1, le=10000)
+    batching_window_seconds: int = Field(default=0, ge=0, le=300)
+    # Lambda's SQS maximum concurrency accepts 2..1000.
+    max_concurrency: int = Field(default=5, ge=2, le=1000)
+    log_retention_days: int = Field(default=30, ge=1)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @model_validator(mode="after")
+    def _window_needed_for_big_batches(self) -> ConsumerDefaults:
+        # Lambda rejects a standard-queue mapping with batch size > 10 and no batching window.
+        if self.batch_size > 10 and self.batching_window_seconds < 1:
+            raise ValueError("batch_size > 10 requires batching_window_seconds >= 1 (Lambda rule for SQS)")
+        return self
+
+
+class StageConfig(_Strict):
+    stage: str = Field(pattern=r"^[a-z][a-z0-9-]{1,15}$")
+    account: str | None = Field(default=None, pattern=r"^\d{12}$")
+    region: str = Field(default="us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+    metrics_namespace: str = Field(default="Relay", min_length=1, max_length=255)
+    deletion_protection: bool = False
+    alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    queues: QueueDefaults = QueueDefaults()
+    consumers: ConsumerDefaults = ConsumerDefaults()
+    services: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("services")
+    @classmethod
+    def _service_names(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name in value:
+            if not name.isidentifier():
+                raise ValueError(f"service name {name!r} must be an identifier")
+        return value
+
+    @property
+    def prefix(self) -> str:
+        return f"relay-{self.stage}"
+
+
+class ConfigError(Exception):
+    """Raised when the stage config in cdk.json is missing or invalid. Synth stops with this message."""
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def parse_stage_config(stage: str, defaults: dict[str, Any], stages: dict[str, Any]) -> StageConfig:
+    if stage not in stages:
+        known = ", ".join(sorted(stages)) or "none"
+        raise ConfigError(f"stage {stage!r} is not defined under context.stages in cdk.json (known: {known})")
+    raw = _merge(defaults, stages[stage] or {})
+    raw["stage"] = stage
+    try:
+        return StageConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"stages.{stage}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"invalid stage config in cdk.json: {problems}") from None
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The `context` block of the repository's cdk.json (what the CDK CLI passes to the app)."""
+    return dict(json.loads(CDK_JSON.read_text()).get("context", {}))
+
+
+def load_stage_config(scope: Any) -> StageConfig:
+    """Read `-c stage=...` (default `dev`) and the matching block from the app's context.
+
+    The CDK CLI passes cdk.json's context to the app; when the app runs without the CLI (`python app.py`,
+    tests), cdk.json is read directly so both see the same config."""
+    node = scope.node
+    file_context = cdk_json_context()
+    stage = node.try_get_context("stage") or file_context.get("stage") or "dev"
+    defaults = node.try_get_context("defaults") or file_context.get("defaults") or {}
+    stages = node.try_get_context("stages") or file_context.get("stages") or {}
+    return parse_stage_config(str(stage), defaults, stages)

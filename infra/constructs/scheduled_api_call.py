@@ -1,0 +1,114 @@
+"""Scheduled API call: EventBridge Scheduler → the app's event bus → rule → API destination.
+
+Scheduler cannot target an API destination directly, hence the bus hop. Every hop owns its failure
+handling, so nothing is silently lost:
+- the schedule (cron or rate, time zone, flexible window OFF by default so "minute 0" means minute 0)
+  has a retry policy and a DLQ for events it could not put on the bus;
+- the rule's API destination target has a retry policy (attempts, maximum event age) and a DLQ whose
+  policy admits `events.amazonaws.com` from this rule only (CDK adds the `aws:SourceArn` condition);
+- the Connection authenticates with an API key whose value comes from a Secrets Manager secret (never a
+  literal in the template);
+- alarms on the rule's failed invocations and DLQ deliveries, and on both DLQs.
+The endpoint must answer within the API destination's 5-second timeout, so it should only enqueue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Duration, SecretValue
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as scheduler_targets
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.constructs.base import RelayStack
+from infra.constructs.reliable_queue import dead_letter_queue
+
+API_KEY_HEADER = "x-api-key"
+
+
+class ScheduledApiCall(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        schedule: scheduler.ScheduleExpression,
+        endpoint: str,
+        event_source: str,
+        detail_type: str,
+        detail: dict[str, Any],
+        api_key_secret: secretsmanager.ISecret,
+        http_method: events.HttpMethod = events.HttpMethod.POST,
+        rate_limit_per_second: int = 1,
+        schedule_retry_attempts: int = 10,
+        target_retry_attempts: int = 10,
+        max_event_age: Duration | None = None,
+        flexible_window: Duration | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        max_event_age = max_event_age or Duration.hours(2)
+        stack = RelayStack.of(self)
+        bus = stack.platform.event_bus
+
+        self.schedule_dlq = dead_letter_queue(self, "ScheduleDlq", name=f"{name}-schedule-dlq")
+        self.schedule = scheduler.Schedule(
+            self,
+            "Schedule",
+            schedule_name=stack.physical_name(name),
+            schedule=schedule,
+            time_window=(
+                scheduler.TimeWindow.flexible(flexible_window)
+                if flexible_window
+                else scheduler.TimeWindow.off()
+            ),
+            target=scheduler_targets.EventBridgePutEvents(
+                scheduler_targets.EventBridgePutEventsEntry(
+                    event_bus=bus,
+                    source=event_source,
+                    detail_type=detail_type,
+                    detail=scheduler.ScheduleTargetInput.from_object(detail),
+                ),
+                dead_letter_queue=self.schedule_dlq,
+                retry_attempts=schedule_retry_attempts,
+                max_event_age=max_event_age,
+            ),
+        )
+
+        self.connection = events.Connection(
+            self,
+            "Connection",
+            authorization=events.Authorization.api_key(
+                API_KEY_HEADER, SecretValue.secrets_manager(api_key_secret.secret_arn)
+            ),
+            description=f"{name}: API key from {API_KEY_HEADER} secret",
+        )
+        self.api_destination = events.ApiDestination(
+            self,
+            "Destination",
+            connection=self.connection,
+            endpoint=endpoint,
+            http_method=http_method,
+            rate_limit_per_second=rate_limit_per_second,
+        )
+        self.target_dlq = dead_letter_queue(self, "TargetDlq", name=f"{name}-target-dlq")
+        self.rule = events.Rule(
+            self,
+            "Rule",
+            event_bus=bus,
+            event_pattern=events.EventPattern(source=[event_source], detail_type=[detail_type]),
+            targets=[
+                targets.ApiDestination(
+                    self.api_destination,
+                    event=events.RuleTargetInput.from_event_path("$.detail"),
+                    dead_letter_queue=self.target_dlq,
+                    retry_attempts=target_retry_attempts,
+                    max_event_age=max_event_age,
+                )
+            ],
+        )
+        stack.alarms.watch_api_destination_rule(self.rule, label=name)

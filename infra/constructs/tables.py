@@ -1,0 +1,58 @@
+"""Reliable table: DynamoDB with the defaults every Relay table needs.
+
+- on-demand billing (no throttling cliff when a backlog drains);
+- point-in-time recovery;
+- a TTL attribute (`expiresAt`, epoch seconds) so clean-up never depends on the happy path;
+- a stream (new and old images) when the table carries an outbox;
+- deletion protection from the stage config.
+
+`aws_dynamodb.Table`, not `TableV2`: TableV2 synthesizes `AWS::DynamoDB::GlobalTable`, which the local
+emulator cannot create.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as ddb
+from constructs import Construct
+
+from infra.constructs.base import RelayStack
+
+TTL_ATTRIBUTE = "expiresAt"
+
+
+class ReliableTable(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        partition_key: str = "pk",
+        sort_key: str | None = "sk",
+        stream: bool = False,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = RelayStack.of(self)
+        protect = stack.config.deletion_protection
+        self.table = ddb.Table(
+            self,
+            "Table",
+            table_name=stack.physical_name(name),
+            partition_key=ddb.Attribute(name=partition_key, type=ddb.AttributeType.STRING),
+            sort_key=ddb.Attribute(name=sort_key, type=ddb.AttributeType.STRING) if sort_key else None,
+            billing_mode=ddb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=ddb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            time_to_live_attribute=TTL_ATTRIBUTE,
+            stream=ddb.StreamViewType.NEW_AND_OLD_IMAGES if stream else None,
+            deletion_protection=protect,
+            removal_policy=RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY,
+        )
+
+
+def idempotency_table(scope: Construct, construct_id: str = "Idempotency") -> ReliableTable:
+    """The per-service table shared by the kernel's processed-event markers and Powertools idempotency
+    records: partition key `id`, TTL `expiresAt` (the kernel contract)."""
+    return ReliableTable(scope, construct_id, name="idempotency", partition_key="id", sort_key=None)

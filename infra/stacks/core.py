@@ -1,0 +1,66 @@
+"""The `core` stack: what every service stack stands on — the app's event bus, the alarm topic and the
+shared Lambda layers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subs
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.constructs.base import Platform, RelayStack
+from infra.constructs.layers import dependency_layer, kernel_layer
+
+
+class CoreStack(RelayStack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: StageConfig, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, config=config, service="core", **kwargs)
+
+        # CloudWatch alarms can publish only to topics encrypted with a customer-managed key whose policy
+        # lets cloudwatch.amazonaws.com use it; with `aws/sns` every alarm notification would be dropped.
+        key = kms.Key(
+            self,
+            "AlarmKey",
+            alias=f"alias/{config.prefix}-alarms",
+            enable_key_rotation=True,
+            pending_window=Duration.days(7),
+            removal_policy=RemovalPolicy.DESTROY,
+            description="Encrypts the Relay alarm topic; usable by CloudWatch alarms",
+        )
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": self.account}},
+            )
+        )
+        alarm_topic = sns.Topic(
+            self, "AlarmTopic", topic_name=self.physical_name("alarms"), master_key=key, enforce_ssl=True
+        )
+        alarm_topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[alarm_topic.topic_arn],
+                conditions={"StringEquals": {"aws:SourceAccount": self.account}},
+            )
+        )
+        if config.alarm_email:
+            alarm_topic.add_subscription(subs.EmailSubscription(config.alarm_email))
+
+        self.event_bus = events.EventBus(self, "EventBus", event_bus_name=config.prefix)
+        self.set_platform(
+            Platform(
+                alarm_topic=alarm_topic,
+                event_bus=self.event_bus,
+                kernel_layer=kernel_layer(self),
+                dependency_layer=dependency_layer(self),
+            )
+        )

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _layer_dir(synthesized, name: str) -> Path:
+    core = synthesized.assembly.get_stack_by_name("relay-dev-core")
+    (layer,) = [
+        r
+        for r in core.template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::LayerVersion" and name in r["Metadata"]["aws:cdk:path"]
+    ]
+    asset_hash = layer["Properties"]["Content"]["S3Key"].removesuffix(".zip")
+    return Path(synthesized.assembly.directory, f"asset.{asset_hash}")
+
+
+def test_dependency_layer_holds_arm64_wheels_for_the_lambda_python(synthesized):
+    python = _layer_dir(synthesized, "DependencyLayer") / "python"
+    assert (python / "aws_lambda_powertools").is_dir()
+    (core_ext,) = list((python / "pydantic_core").glob("_pydantic_core*.so"))
+    assert "cpython-314-aarch64-linux-gnu" in core_ext.name
+
+
+def test_kernel_layer_ships_the_relay_package_under_python(synthesized):
+    assert (_layer_dir(synthesized, "KernelLayer") / "python" / "relay" / "__init__.py").is_file()
+
+
+def test_layers_are_for_arm64_and_the_function_runtime(synthesized):
+    core = synthesized.assembly.get_stack_by_name("relay-dev-core")
+    layers = [
+        r["Properties"]
+        for r in core.template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::LayerVersion"
+    ]
+    assert len(layers) == 2
+    for layer in layers:
+        assert layer["CompatibleArchitectures"] == ["arm64"]
+        assert layer["CompatibleRuntimes"] == ["python3.14"]
