@@ -1,0 +1,1 @@
+"""The embedded sandbox: emulator, local glue and fakes of external systems."""
