@@ -47,6 +47,31 @@ class ConsumerDefaults(_Strict):
         return self
 
 
+def _external_url(value: str) -> str:
+    # External systems are HTTPS; plain HTTP is allowed only for the local fakes on loopback.
+    if value.startswith("https://") or value.startswith(("http://127.0.0.1", "http://localhost")):
+        return value.rstrip("/")
+    raise ValueError("must be an https:// URL (http:// only for 127.0.0.1/localhost)")
+
+
+class PaymentsConfig(_Strict):
+    legacy_payments_url: str = "https://legacy-payments.example.com"
+    invoice_api_url: str = "https://invoices.example.com"
+    legacy_timeout_seconds: int = Field(default=10, ge=1, le=60)
+    # "Accepted, still processing" is re-checked until this age, then the operation FAILS (timeout).
+    payment_max_age_seconds: int = Field(default=3600, ge=60, le=86_400)
+    payment_check_base_delay_seconds: int = Field(default=30, ge=1, le=900)
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, le=6_000_000)
+    terminal_ttl_days: int = Field(default=30, ge=1)
+    failed_ttl_days: int = Field(default=90, ge=1)
+    claim_check_expiration_days: int = Field(default=30, ge=1)
+
+    @field_validator("legacy_payments_url", "invoice_api_url")
+    @classmethod
+    def _https(cls, value: str) -> str:
+        return _external_url(value)
+
+
 class StageConfig(_Strict):
     stage: str = Field(pattern=r"^[a-z][a-z0-9-]{1,15}$")
     account: str | None = Field(default=None, pattern=r"^\d{12}$")
@@ -56,15 +81,19 @@ class StageConfig(_Strict):
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     queues: QueueDefaults = QueueDefaults()
     consumers: ConsumerDefaults = ConsumerDefaults()
-    services: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    payments: PaymentsConfig = PaymentsConfig()
 
-    @field_validator("services")
-    @classmethod
-    def _service_names(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        for name in value:
-            if not name.isidentifier():
-                raise ValueError(f"service name {name!r} must be an identifier")
-        return value
+    @model_validator(mode="after")
+    def _claim_checks_outlive_redrive(self) -> StageConfig:
+        # A message can wait in its queue for `retention_days`, then in the DLQ for `dlq_retention_days`
+        # before someone redrives it: its claim check must still exist then.
+        needed = self.queues.retention_days + self.queues.dlq_retention_days
+        if self.payments.claim_check_expiration_days < needed:
+            raise ValueError(
+                f"payments.claim_check_expiration_days ({self.payments.claim_check_expiration_days}) must be "
+                f">= queues.retention_days + queues.dlq_retention_days ({needed})"
+            )
+        return self
 
     @property
     def prefix(self) -> str:

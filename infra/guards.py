@@ -25,7 +25,7 @@ MIN_MAX_RECEIVE_COUNT = 5
 SQS_DEFAULT_VISIBILITY = 30
 LAMBDA_DEFAULT_TIMEOUT = 3
 MIN_EXPIRATION_TAG = "relay:min-expiration-days"
-_DLQ_KEYS = {"deadLetterTargetArn", "DeadLetterConfig", "DeadLetterQueue"}
+_DLQ_KEYS = {"deadLetterTargetArn", "DeadLetterConfig", "DeadLetterQueue", "OnFailure"}
 
 
 @dataclass(frozen=True)

@@ -138,7 +138,9 @@ class QueueConsumer(RelayFunction):
         defaults = stack.config.consumers
         self.queue = queue
         timeout_seconds = int((timeout or Duration.seconds(defaults.timeout_seconds)).to_seconds())
-        queue.ensure_visibility_timeout_at_least(VISIBILITY_FACTOR * timeout_seconds)
+        visibility = queue.ensure_visibility_timeout_at_least(VISIBILITY_FACTOR * timeout_seconds)
+        # The kernel's heartbeat extends a long-running message by this much each time.
+        self.function.add_environment("RELAY_VISIBILITY_TIMEOUT_SECONDS", str(visibility))
 
         window = defaults.batching_window_seconds
         self.event_source = sources.SqsEventSource(

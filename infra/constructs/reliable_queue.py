@@ -120,8 +120,10 @@ class ReliableQueue(Construct):
         assert isinstance(cfn, sqs.CfnQueue)
         return cfn
 
-    def ensure_visibility_timeout_at_least(self, seconds: int) -> None:
-        """Raise (never lower) the visibility timeout; SQS caps it at 12 hours."""
+    def ensure_visibility_timeout_at_least(self, seconds: int) -> int:
+        """Raise (never lower) the visibility timeout; SQS caps it at 12 hours. Returns the new value."""
         current = self.cfn_queue.visibility_timeout
         current_seconds = current if isinstance(current, int | float) else 30
-        self.cfn_queue.visibility_timeout = min(max(int(current_seconds), seconds), 43_200)
+        visibility = min(max(int(current_seconds), seconds), 43_200)
+        self.cfn_queue.visibility_timeout = visibility
+        return visibility

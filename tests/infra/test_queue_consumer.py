@@ -54,6 +54,7 @@ def test_consumer_powertools_settings_come_from_config(synthesized):
     assert env["POWERTOOLS_LOG_LEVEL"] == config.consumers.log_level
     assert env["RELAY_QUEUE_URL"] == {"Ref": synthesized.logical_id("Work/Queue/Resource")}
     assert env["RELAY_DLQ_URL"] == {"Ref": synthesized.logical_id("Work/Dlq/Resource")}
+    assert env["RELAY_VISIBILITY_TIMEOUT_SECONDS"] == "120"
 
 
 def test_consumer_role_grants_only_its_queue_and_dlq(synthesized):

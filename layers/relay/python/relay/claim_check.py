@@ -1,0 +1,81 @@
+"""Claim check: keep large payloads in S3 and pass ``{bucket, key, sha256, size}`` in the envelope.
+
+Messages stay small (SNS/SQS cap a message at 256 KiB) and the reader verifies it gets exactly the
+bytes the producer referenced: a changed or replaced object is a permanent ClaimCheckMismatch, not
+something a retry can fix. No SSE parameters are passed: the bucket's default encryption applies.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+from typing import Any
+
+from relay.envelope import ClaimCheckRef
+from relay.errors import ClaimCheckMismatch
+
+
+@functools.cache
+def _default_s3_client() -> Any:
+    import boto3
+
+    return boto3.client("s3")
+
+
+def put_bytes(
+    data: bytes,
+    *,
+    bucket: str,
+    key: str,
+    s3_client: Any = None,
+    content_type: str = "application/octet-stream",
+) -> ClaimCheckRef:
+    """Store ``data`` and return the reference to put in the envelope."""
+    client = s3_client if s3_client is not None else _default_s3_client()
+    digest = hashlib.sha256(data).digest()
+    client.put_object(
+        Bucket=bucket,
+        Key=key,
+        Body=data,
+        ContentType=content_type,
+        # S3 verifies this on upload, so a corrupted upload fails here instead of at the reader.
+        ChecksumSHA256=base64.b64encode(digest).decode("ascii"),
+        Metadata={"sha256": digest.hex()},
+    )
+    return ClaimCheckRef(bucket=bucket, key=key, sha256=digest.hex(), size=len(data))
+
+
+def put_json(obj: Any, *, bucket: str, key: str, s3_client: Any = None) -> ClaimCheckRef:
+    data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode("utf-8")
+    return put_bytes(data, bucket=bucket, key=key, s3_client=s3_client, content_type="application/json")
+
+
+def get_bytes(ref: ClaimCheckRef, s3_client: Any = None) -> bytes:
+    """Read the referenced object; raises ClaimCheckMismatch if it is missing or differs."""
+    client = s3_client if s3_client is not None else _default_s3_client()
+    location = f"s3://{ref.bucket}/{ref.key}"
+    try:
+        response = client.get_object(Bucket=ref.bucket, Key=ref.key)
+    except Exception as exc:
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+        if code in ("NoSuchKey", "404", "NotFound"):
+            raise ClaimCheckMismatch(
+                f"claim check {location} does not exist (expired by lifecycle or never written); "
+                "cannot process. Re-publish from the source of truth."
+            ) from exc
+        raise  # throttling, 5xx, network: classified as transient by the consumer
+    data: bytes = response["Body"].read()
+    actual = hashlib.sha256(data).hexdigest()
+    if len(data) != ref.size or actual != ref.sha256:
+        raise ClaimCheckMismatch(
+            f"claim check {location} does not match its reference: sha256 {actual[:12]}… ({len(data)} bytes) "
+            f"found, {ref.sha256[:12]}… ({ref.size} bytes) expected. The object was changed after the event "
+            "was published; not processed. Re-publish from the source of truth."
+        )
+    return data
+
+
+def get_json(ref: ClaimCheckRef, s3_client: Any = None) -> Any:
+    return json.loads(get_bytes(ref, s3_client=s3_client))

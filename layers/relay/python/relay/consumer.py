@@ -1,0 +1,330 @@
+"""THE SQS batch entry point: ``return consume(event, context, handle=process_x)``.
+
+Per record: unwrap the envelope, put its correlationId on every log line, call ``handle``. Then:
+
+* success -> reported handled (``Processed`` metric; ``Duplicate`` is counted by relay.idempotency);
+* PermanentError -> parked in the DLQ with the reason and reported handled (``Parked``); if the
+  park itself fails, reported failed so SQS keeps the message -- never lost;
+* TransientError or anything unknown -> visibility backed off, reported failed (``Retried``).
+
+Standard queues report only the failed messageIds (``ReportBatchItemFailures`` must be enabled on
+the event source mapping -- the queue-consumer construct does that). FIFO queues stop at the
+first failure and report it and every later record, because SQS FIFO must not deliver a later
+message of the group before an earlier one succeeds. A parked record counts as handled, so FIFO
+processing continues after it.
+"""
+
+from __future__ import annotations
+
+# Imported before anything that pulls in pydantic: Powertools' batch module only builds its ~40 ms
+# of parser models when pydantic is already loaded (aws_lambda_powertools/utilities/batch/types.py).
+from aws_lambda_powertools.utilities.batch import (  # isort: skip
+    BatchProcessor,
+    EventType,
+    SqsFifoPartialProcessor,
+    process_partial_response,
+)
+
+import functools
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from relay.envelope import Envelope
+from relay.errors import PermanentError, RelayError, TransientError, classify
+from relay.observability import logger, metrics_batch, record_metric
+from relay.unwrap import envelope_from_sqs_record
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+    from relay.heartbeat import Heartbeat
+
+
+@dataclass(frozen=True)
+class ConsumerSettings:
+    """Consumer configuration, read once from the environment (``ConsumerSettings.from_env()``)."""
+
+    queue_url: str | None = None  # RELAY_QUEUE_URL; derived from eventSourceARN when unset
+    dlq_url: str | None = None  # RELAY_DLQ_URL; without it permanent failures cannot be parked
+    backoff_base_seconds: float = 2.0  # RELAY_BACKOFF_BASE_SECONDS
+    backoff_cap_seconds: float = 900.0  # RELAY_BACKOFF_CAP_SECONDS
+    visibility_timeout_seconds: int = 300  # RELAY_VISIBILITY_TIMEOUT_SECONDS, used by heartbeat()
+    service: str = "relay"  # POWERTOOLS_SERVICE_NAME
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ConsumerSettings:
+        env = os.environ if environ is None else environ
+        return cls(
+            queue_url=env.get("RELAY_QUEUE_URL") or None,
+            dlq_url=env.get("RELAY_DLQ_URL") or None,
+            backoff_base_seconds=_number(env, "RELAY_BACKOFF_BASE_SECONDS", 2.0),
+            backoff_cap_seconds=_number(env, "RELAY_BACKOFF_CAP_SECONDS", 900.0),
+            visibility_timeout_seconds=int(_number(env, "RELAY_VISIBILITY_TIMEOUT_SECONDS", 300)),
+            service=env.get("POWERTOOLS_SERVICE_NAME") or "relay",
+        )
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r} is not a number (default {default})") from None
+    if value < 0:
+        raise ValueError(f"environment variable {name}={raw!r} must not be negative")
+    return value
+
+
+@functools.cache
+def _settings_from_env() -> ConsumerSettings:
+    return ConsumerSettings.from_env()
+
+
+@functools.cache
+def _default_sqs_client() -> Any:
+    import boto3
+
+    return boto3.client("sqs")
+
+
+def queue_url_from_arn(arn: str, sqs_client: Any = None) -> str:
+    """arn:aws:sqs:REGION:ACCOUNT:NAME -> queue URL, on the client's endpoint when one is given
+    (so an emulator endpoint works too)."""
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[2] != "sqs":
+        raise ValueError(f"{arn!r} is not an SQS queue ARN")
+    region, account, name = parts[3], parts[4], parts[5]
+    endpoint = getattr(getattr(sqs_client, "meta", None), "endpoint_url", None)
+    if not isinstance(endpoint, str) or not endpoint:
+        endpoint = f"https://sqs.{region}.amazonaws.com"
+    return f"{endpoint.rstrip('/')}/{account}/{name}"
+
+
+class RecordContext:
+    """What a handler may know about the SQS delivery of the envelope it is given."""
+
+    def __init__(
+        self,
+        *,
+        record: dict[str, Any],
+        queue_url: str | Callable[[], str],
+        sqs_client: Any = None,
+        visibility_timeout_seconds: int = 300,
+        received_at: float | None = None,
+    ) -> None:
+        attributes = record.get("attributes", {}) or {}
+        first_ms = attributes.get("ApproximateFirstReceiveTimestamp")
+        self.record = record
+        self.message_id = str(record.get("messageId", ""))
+        self.receipt_handle = str(record.get("receiptHandle", ""))
+        self.receive_count = int(attributes.get("ApproximateReceiveCount", "1"))
+        self.first_received_at = datetime.fromtimestamp(int(first_ms) / 1000, UTC) if first_ms else None
+        self.sqs_client = sqs_client
+        self.visibility_timeout_seconds = visibility_timeout_seconds
+        # When this delivery was received, approximately (the batch start): anchors the 12 h limit.
+        self.received_at = time.time() if received_at is None else received_at
+        self._queue_url = queue_url
+
+    @property
+    def queue_url(self) -> str:
+        # Resolved on first use: deriving it from the ARN may need the SQS client's endpoint.
+        if callable(self._queue_url):
+            self._queue_url = self._queue_url()
+        return self._queue_url
+
+    def heartbeat(self, *, visibility_timeout: int | None = None, interval: float | None = None) -> Heartbeat:
+        """A Heartbeat for this message: ``with ctx.heartbeat(): call_slow_system()``."""
+        from relay.heartbeat import Heartbeat
+
+        # Lambda may have received the message up to the 5-minute maximum batching window earlier.
+        return Heartbeat(
+            self.sqs_client,
+            self.queue_url,
+            self.receipt_handle,
+            visibility_timeout=visibility_timeout or self.visibility_timeout_seconds,
+            first_received_at=self.received_at - 300,
+            interval=interval,
+        )
+
+
+Handle = Callable[[Envelope, RecordContext], None]
+
+
+def consume(
+    event: dict[str, Any],
+    context: Any,
+    handle: Handle,
+    *,
+    settings: ConsumerSettings | None = None,
+    sqs_client: Any = None,
+    fifo: bool | None = None,
+) -> dict[str, Any]:
+    """Process an SQS event; return the partial batch response ``{"batchItemFailures": [...]}``."""
+    settings = settings or _settings_from_env()
+    records = event.get("Records") or []
+    if fifo is None:
+        fifo = bool(records) and str(records[0].get("eventSourceARN", "")).endswith(".fifo")
+    processor: BatchProcessor
+    if fifo:
+        processor = SqsFifoPartialProcessor()
+    else:
+        processor = BatchProcessor(EventType.SQS)
+    # Deliberate: when EVERY record fails we return the full batchItemFailures list instead of
+    # letting Powertools raise BatchProcessingError. Each failure has already been classified,
+    # backed off (ChangeMessageVisibility) and logged per record, and Lambda retries exactly the
+    # listed messages either way. Raising would add a misleading invocation error -- the "handler
+    # errors" alarm is for crashes of our code, not for a sick dependency (that shows up in the
+    # Retried metric and queue-age alarms).
+    processor.raise_on_entire_batch_failure = False
+
+    batch_started = time.time()
+    client_cache: list[Any] = [sqs_client]
+
+    def client() -> Any:
+        if client_cache[0] is None:
+            client_cache[0] = _default_sqs_client()
+        return client_cache[0]
+
+    def record_handler(record: SQSRecord) -> None:
+        _process_record(record.raw_event, handle, settings, client, batch_started)
+
+    with metrics_batch():
+        response: dict[str, Any] = dict(
+            process_partial_response(
+                event=event, record_handler=record_handler, processor=processor, context=context
+            )
+        )
+    return response
+
+
+def _process_record(
+    raw: dict[str, Any],
+    handle: Handle,
+    settings: ConsumerSettings,
+    client: Callable[[], Any],
+    batch_started: float,
+) -> None:
+    log = logger()
+    event_type: str | None = None
+    log.append_keys(message_id=raw.get("messageId"))
+    try:
+        envelope = envelope_from_sqs_record(raw)
+        event_type = envelope.event_type
+        log.set_correlation_id(envelope.correlation_id)
+        log.append_keys(event_id=envelope.event_id, event_type=envelope.event_type)
+        context = RecordContext(
+            record=raw,
+            queue_url=lambda: _queue_url(raw, settings, client),
+            sqs_client=_LazyClient(client),
+            visibility_timeout_seconds=settings.visibility_timeout_seconds,
+            received_at=batch_started,
+        )
+        handle(envelope, context)
+        record_metric("Processed", event_type=event_type)
+    except Exception as exc:
+        error = classify(exc)
+        if isinstance(error, PermanentError):
+            _park_or_fail(raw, error, settings, client, event_type)
+            return
+        _back_off(raw, error, settings, client, event_type)
+        if error is exc:
+            raise
+        raise error from exc
+    finally:
+        log.set_correlation_id(None)
+        log.remove_keys(["message_id", "event_id", "event_type"])
+
+
+class ParkingFailed(TransientError):
+    """The DLQ send failed: the record is reported failed so SQS keeps it."""
+
+
+def _park_or_fail(
+    raw: dict[str, Any],
+    error: PermanentError,
+    settings: ConsumerSettings,
+    client: Callable[[], Any],
+    event_type: str | None,
+) -> None:
+    from relay.parking import park
+
+    log = logger()
+    if not settings.dlq_url:
+        log.error(
+            "permanent failure but RELAY_DLQ_URL is not set; reporting failed so the redrive policy "
+            "moves it to the DLQ after maxReceiveCount",
+            extra={"error_class": type(error).__name__, "error": str(error)},
+        )
+        raise ParkingFailed(
+            f"cannot park ({type(error).__name__}: {error}): RELAY_DLQ_URL is not set"
+        ) from error
+    try:
+        park(
+            raw,
+            error,
+            sqs_client=client(),
+            dlq_url=settings.dlq_url,
+            source_queue_url=_queue_url(raw, settings, client),
+        )
+    except Exception as park_exc:
+        log.error(
+            "parking failed; reporting the record failed so SQS keeps it",
+            extra={"error_class": type(error).__name__, "error": str(error)},
+            exc_info=True,
+        )
+        raise ParkingFailed(f"could not park {type(error).__name__} ({error}): {park_exc}") from park_exc
+    record_metric("Parked", event_type=event_type)
+    log.warning("parked", extra={"error_class": type(error).__name__, "error": str(error)})
+
+
+def _back_off(
+    raw: dict[str, Any],
+    error: RelayError,
+    settings: ConsumerSettings,
+    client: Callable[[], Any],
+    event_type: str | None,
+) -> None:
+    from relay.backoff import apply_backoff
+
+    log = logger()
+    retry_after = getattr(error, "retry_after", None)
+    try:
+        delay: int | None = apply_backoff(
+            raw,
+            sqs_client=client(),
+            queue_url=_queue_url(raw, settings, client),
+            base=settings.backoff_base_seconds,
+            cap=settings.backoff_cap_seconds,
+            retry_after=retry_after,
+        )
+    except Exception:
+        # Best effort: without it the message still comes back, after the queue's visibility timeout.
+        delay = None
+        log.warning("could not back off the message's visibility", exc_info=True)
+    record_metric("Retried", event_type=event_type)
+    log.warning(
+        "transient failure; will retry",
+        extra={"error_class": type(error).__name__, "error": str(error), "retry_in_seconds": delay},
+    )
+
+
+def _queue_url(raw: dict[str, Any], settings: ConsumerSettings, client: Callable[[], Any]) -> str:
+    if settings.queue_url:  # env wins: the ARN-derived URL is only a fallback
+        return settings.queue_url
+    return queue_url_from_arn(str(raw.get("eventSourceARN", "")), client())
+
+
+class _LazyClient:
+    """Defers building the boto3 SQS client until a handler actually needs it (e.g. heartbeat)."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._factory(), name)

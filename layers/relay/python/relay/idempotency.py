@@ -1,0 +1,356 @@
+"""Transactional idempotency: the processed-event marker and the business writes in ONE transaction.
+
+``commit_once(envelope, writes, table_name=...)`` sends exactly one ``TransactWriteItems``:
+
+* item 0, the marker ``{id: "event#<eventId>", kind: "processed-event", eventId, payloadSha256,
+  eventType, processedAt, expiresAt}``, guarded by ``attribute_not_exists(id)``;
+* items 1..n, the caller's (conditional) business writes.
+
+Either all of it commits or none of it does, so "processed" can never be recorded without the
+effect, nor the effect applied twice. Check-then-write would not do: two consumers holding the same
+message (visibility lapsed, SNS duplicate) can both see "not processed" before either writes.
+
+When the transaction is cancelled, the cancellation reasons (with ``ALL_OLD`` items) say why, so
+no second request is needed:
+
+* marker condition failed, same payload hash -> DUPLICATE (acknowledge, no effect);
+* marker condition failed, different hash -> PayloadConflict (permanent, metric + log);
+* a business condition failed -> the caller's own error (``on_condition_failed``) or
+  BusinessConditionFailed; the marker is not written, so a corrected retry can still apply;
+* TransactionConflict / throttling -> DependencyUnavailable (transient).
+
+The idempotency table (one per service) has partition key ``id`` (S) and TTL attribute
+``expiresAt``; Powertools idempotency shares it (see relay.side_effects).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from relay.envelope import Envelope, canonical_payload_sha256
+from relay.errors import (
+    BusinessConditionFailed,
+    DependencyUnavailable,
+    PayloadConflict,
+    classify_cancellation_reason,
+)
+from relay.observability import logger, record_metric
+
+MARKER_KIND = "processed-event"
+DEFAULT_TTL_SECONDS = 7 * 86_400
+# TransactWriteItems takes at most 100 items; the marker uses one.
+MAX_BUSINESS_WRITES = 99
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+class CommitResult(enum.Enum):
+    APPLIED = "APPLIED"
+    DUPLICATE = "DUPLICATE"
+
+
+@dataclass(frozen=True)
+class BusinessWrite:
+    """One low-level TransactItem (``{"Put": {...}}``, ``Update``, ``Delete`` or ``ConditionCheck``,
+    in DynamoDB JSON) and, optionally, how to turn its failed condition into the caller's error.
+
+    ``on_condition_failed`` receives the item as it was (ALL_OLD, plain Python values) or None.
+    """
+
+    transact_item: Mapping[str, Any]
+    on_condition_failed: Callable[[dict[str, Any] | None], Exception] | None = None
+
+    @property
+    def operation(self) -> str:
+        return next(iter(self.transact_item))
+
+    @property
+    def body(self) -> Mapping[str, Any]:
+        body: Mapping[str, Any] = self.transact_item[self.operation]
+        return body
+
+
+@functools.cache
+def _default_ddb_client() -> Any:
+    import boto3
+
+    return boto3.client("dynamodb")
+
+
+def marker_id(event_id: str) -> str:
+    return f"event#{event_id}"
+
+
+def commit_once(
+    envelope: Envelope,
+    writes: Sequence[BusinessWrite | Mapping[str, Any]],
+    *,
+    table_name: str,
+    ddb_client: Any = None,
+    ttl_seconds: int = DEFAULT_TTL_SECONDS,
+    now: datetime | None = None,
+) -> CommitResult:
+    """Apply ``writes`` once per ``envelope.event_id`` (exactly one DynamoDB request)."""
+    business = [w if isinstance(w, BusinessWrite) else BusinessWrite(w) for w in writes]
+    if len(business) > MAX_BUSINESS_WRITES:
+        raise ValueError(
+            f"{len(business)} writes: a transaction holds at most {MAX_BUSINESS_WRITES} + the marker"
+        )
+    client = ddb_client if ddb_client is not None else _default_ddb_client()
+    moment = now or datetime.now(UTC)
+    received_hash = canonical_payload_sha256(envelope)
+    marker = {
+        "Put": {
+            "TableName": table_name,
+            "Item": serialize_item(
+                {
+                    "id": marker_id(envelope.event_id),
+                    "kind": MARKER_KIND,
+                    "eventId": envelope.event_id,
+                    "eventType": envelope.event_type,
+                    "payloadSha256": received_hash,
+                    "processedAt": moment.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+                    "expiresAt": int(moment.timestamp()) + int(ttl_seconds),
+                }
+            ),
+            "ConditionExpression": "attribute_not_exists(id)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+    }
+    items: list[dict[str, Any]] = [marker] + [_with_all_old(w.transact_item) for w in business]
+    # No ClientRequestToken on purpose: DynamoDB rejects a reused token whose parameters differ
+    # (processedAt changes per attempt), and a retried request whose first attempt did commit is
+    # already recognised by the marker as a DUPLICATE with the same hash.
+    try:
+        client.transact_write_items(TransactItems=items)
+    except Exception as exc:
+        if _error_code(exc) != "TransactionCanceledException":
+            raise  # classified by the consumer (relay.errors.classify)
+        return _explain_cancellation(exc, envelope, business, received_hash, table_name, client)
+    return CommitResult.APPLIED
+
+
+def _explain_cancellation(
+    exc: Exception,
+    envelope: Envelope,
+    business: Sequence[BusinessWrite],
+    received_hash: str,
+    table_name: str,
+    client: Any,
+) -> CommitResult:
+    response: dict[str, Any] = getattr(exc, "response", {}) or {}
+    reasons: list[dict[str, Any]] = list(response.get("CancellationReasons") or [])
+    if not reasons:
+        raise DependencyUnavailable(
+            f"DynamoDB cancelled the transaction for event {envelope.event_id} without reasons; retrying."
+        ) from exc
+    # The marker first: for a duplicate, business conditions usually fail too (the first delivery
+    # already moved the state on), and that must read as "duplicate", not as a business error.
+    if reasons[0].get("Code") == "ConditionalCheckFailed":
+        stored_item = reasons[0].get("Item")
+        if stored_item is None:
+            # Only if DynamoDB omitted ALL_OLD: read the marker (a second request, rare path).
+            stored_item = client.get_item(
+                TableName=table_name, Key={"id": {"S": marker_id(envelope.event_id)}}, ConsistentRead=True
+            ).get("Item")
+        stored_hash = str(deserialize_item(stored_item or {}).get("payloadSha256", ""))
+        if stored_hash == received_hash:
+            record_metric("Duplicate", event_type=envelope.event_type)
+            logger().info(
+                "duplicate event acknowledged without effect", extra={"event_id": envelope.event_id}
+            )
+            return CommitResult.DUPLICATE
+        record_metric("PayloadConflict", event_type=envelope.event_type)
+        logger().error(
+            "payload conflict",
+            extra={
+                "event_id": envelope.event_id,
+                "stored_sha256": stored_hash,
+                "received_sha256": received_hash,
+            },
+        )
+        raise PayloadConflict(
+            f"event {envelope.event_id} was already processed with a different payload "
+            f"(sha256 {stored_hash[:12]}… stored, {received_hash[:12]}… received); not applied. "
+            "Investigate the producer."
+        ) from exc
+
+    for index, reason in enumerate(reasons[1:], start=1):
+        code = reason.get("Code")
+        if code in (None, "None"):
+            continue
+        write = business[index - 1]
+        if code == "ConditionalCheckFailed":
+            old = deserialize_item(reason["Item"]) if reason.get("Item") else None
+            if write.on_condition_failed is not None:
+                raise write.on_condition_failed(old) from exc
+            table, key = _describe_target(write)
+            raise BusinessConditionFailed(
+                f"condition of {write.operation} on {table} {key} failed for event {envelope.event_id}; "
+                "nothing was written (no marker either). The item is not in the state this event expects."
+            ) from exc
+        raise classify_cancellation_reason(index, reason, table=_describe_target(write)[0]) from exc
+    marker_code = reasons[0].get("Code")
+    raise classify_cancellation_reason(0, reasons[0], table=f"{table_name} (marker {marker_code})") from exc
+
+
+def _error_code(exc: Exception) -> str | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        return str(code) if code is not None else None
+    return None
+
+
+def _with_all_old(transact_item: Mapping[str, Any]) -> dict[str, Any]:
+    """Ask for the current item whenever a write has a condition, so its failure can be explained."""
+    operation, body = next(iter(transact_item.items()))
+    body = dict(body)
+    if "ConditionExpression" in body:
+        body.setdefault("ReturnValuesOnConditionCheckFailure", "ALL_OLD")
+    return {operation: body}
+
+
+def _describe_target(write: BusinessWrite) -> tuple[str, str]:
+    body = write.body
+    key = body.get("Key") or {}
+    if not key and "Item" in body:
+        key = {k: v for k, v in body["Item"].items() if k in ("id", "pk", "sk", "PK", "SK")}
+    return str(body.get("TableName", "?")), str(deserialize_item(key) if key else "{}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers to build business writes from plain Python values.
+# ---------------------------------------------------------------------------------------------
+
+
+def serialize_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """Plain Python values -> DynamoDB JSON. Floats become Decimal (DynamoDB has no binary floats)."""
+    return {k: serialize_value(v) for k, v in item.items()}
+
+
+def serialize_value(value: Any) -> dict[str, Any]:
+    # Fast path for the common scalars (the per-record hot path); TypeSerializer for the rest.
+    kind = type(value)
+    if kind is str:
+        return {"S": value}
+    if kind is int:
+        return {"N": str(value)}
+    if kind is bool:
+        return {"BOOL": value}
+    return dict(_serializer.serialize(_decimalize(value)))
+
+
+def deserialize_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def _decimalize(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(str(value))
+    if isinstance(value, Mapping):
+        return {k: _decimalize(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_decimalize(v) for v in value]
+    return value
+
+
+def _expression_parts(
+    condition: str | None, names: Mapping[str, str] | None, values: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    parts: dict[str, Any] = {}
+    if condition:
+        parts["ConditionExpression"] = condition
+        parts["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    if names:
+        parts["ExpressionAttributeNames"] = dict(names)
+    if values:
+        parts["ExpressionAttributeValues"] = serialize_item(values)
+    return parts
+
+
+OnConditionFailed = Callable[[dict[str, Any] | None], Exception]
+
+
+def put(
+    table_name: str,
+    item: Mapping[str, Any],
+    condition: str | None = None,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, Any] | None = None,
+    *,
+    on_condition_failed: OnConditionFailed | None = None,
+) -> BusinessWrite:
+    body = {
+        "TableName": table_name,
+        "Item": serialize_item(item),
+        **_expression_parts(condition, names, values),
+    }
+    return BusinessWrite({"Put": body}, on_condition_failed)
+
+
+def update(
+    table_name: str,
+    key: Mapping[str, Any],
+    update_expression: str,
+    condition: str | None = None,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, Any] | None = None,
+    *,
+    on_condition_failed: OnConditionFailed | None = None,
+) -> BusinessWrite:
+    body = {
+        "TableName": table_name,
+        "Key": serialize_item(key),
+        "UpdateExpression": update_expression,
+        **_expression_parts(condition, names, values),
+    }
+    return BusinessWrite({"Update": body}, on_condition_failed)
+
+
+def condition_check(
+    table_name: str,
+    key: Mapping[str, Any],
+    condition: str,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, Any] | None = None,
+    *,
+    on_condition_failed: OnConditionFailed | None = None,
+) -> BusinessWrite:
+    body = {
+        "TableName": table_name,
+        "Key": serialize_item(key),
+        **_expression_parts(condition, names, values),
+    }
+    return BusinessWrite({"ConditionCheck": body}, on_condition_failed)
+
+
+def delete(
+    table_name: str,
+    key: Mapping[str, Any],
+    condition: str | None = None,
+    names: Mapping[str, str] | None = None,
+    values: Mapping[str, Any] | None = None,
+    *,
+    on_condition_failed: OnConditionFailed | None = None,
+) -> BusinessWrite:
+    body = {
+        "TableName": table_name,
+        "Key": serialize_item(key),
+        **_expression_parts(condition, names, values),
+    }
+    return BusinessWrite({"Delete": body}, on_condition_failed)
+
+
+def epoch_seconds(moment: datetime | None = None) -> int:
+    """For TTL attributes (``expiresAt``): DynamoDB TTL wants epoch seconds as a Number."""
+    return int((moment or datetime.now(UTC)).timestamp())

@@ -1,0 +1,188 @@
+"""Transactional outbox: write the event in the same transaction as the state change, publish later.
+
+Publishing to SNS inside the request that changes state is a dual write: a crash between the two
+loses the event or announces a change that never committed. Instead the outbox row goes into the
+same ``TransactWriteItems`` (``outbox_write`` returns a BusinessWrite for relay.idempotency or any
+transaction) and a DynamoDB-stream consumer (``publish_outbox_batch``) publishes it and marks it
+``publishedAt``. A crash after publishing and before marking publishes the row again on retry:
+downstream duplicates are expected and harmless, because consumers dedupe on the stable eventId.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from relay.envelope import Envelope
+from relay.idempotency import BusinessWrite, put, serialize_item
+
+OUTBOX_KIND = "outbox"
+# Published rows are kept this long for inspection, then removed by DynamoDB TTL (expiresAt).
+# Unpublished rows never expire: they still have to be delivered.
+PUBLISHED_RETENTION_SECONDS = 7 * 86_400
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def outbox_write(
+    envelope: Envelope,
+    *,
+    table_name: str,
+    key: Mapping[str, Any],
+    message_group_id: str | None = None,
+) -> BusinessWrite:
+    """A Put of the outbox row ``{**key, kind: "outbox", eventId, eventType, envelope, createdAt}``.
+
+    Guarded by ``attribute_not_exists`` so a second write of the same row fails the transaction
+    instead of re-triggering the stream (an overwrite would emit MODIFY, and a new INSERT after a
+    delete would publish again). ``message_group_id`` is used when the topic is FIFO.
+    """
+    if not key:
+        raise ValueError("outbox_write needs the row's primary key, e.g. {'pk': ..., 'sk': ...}")
+    item: dict[str, Any] = {
+        **key,
+        "kind": OUTBOX_KIND,
+        "eventId": envelope.event_id,
+        "eventType": envelope.event_type,
+        "correlationId": envelope.correlation_id,
+        "envelope": envelope.to_json(),
+        "createdAt": _now_iso(),
+    }
+    if message_group_id:
+        item["messageGroupId"] = message_group_id
+    partition_attribute = next(iter(key))
+    return put(table_name, item, "attribute_not_exists(#pk)", names={"#pk": partition_attribute})
+
+
+@functools.cache
+def _default_client(service: str) -> Any:
+    import boto3
+
+    return boto3.client(service)
+
+
+def sns_publisher(topic_arn: str, sns_client: Any = None) -> Callable[[Envelope, Mapping[str, Any]], None]:
+    """Publish an envelope to SNS with the ``eventType`` (and ``correlationId``) message attributes
+    that subscription filter policies match on."""
+
+    def publish(envelope: Envelope, row: Mapping[str, Any]) -> None:
+        client = sns_client if sns_client is not None else _default_client("sns")
+        params: dict[str, Any] = {
+            "TopicArn": topic_arn,
+            "Message": envelope.to_json(),
+            "MessageAttributes": {
+                "eventType": {"DataType": "String", "StringValue": envelope.event_type},
+                "correlationId": {"DataType": "String", "StringValue": envelope.correlation_id},
+            },
+        }
+        if topic_arn.endswith(".fifo"):
+            params["MessageGroupId"] = str(row.get("messageGroupId") or envelope.event_type)
+            params["MessageDeduplicationId"] = envelope.event_id
+        client.publish(**params)
+
+    return publish
+
+
+def publish_outbox_batch(
+    stream_event: dict[str, Any],
+    *,
+    publish: Callable[[Envelope], None] | None = None,
+    topic_arn: str | None = None,
+    sns_client: Any = None,
+    ddb_client: Any = None,
+    table_name: str | None = None,
+) -> dict[str, Any]:
+    """DynamoDB-stream consumer body; returns ``{"batchItemFailures": [{"itemIdentifier": seq}]}``.
+
+    Only INSERT records whose NewImage has ``kind == "outbox"`` are published (to ``publish`` if
+    given, else SNS ``topic_arn``); everything else on the stream is ignored. The table to mark is
+    ``table_name`` or the one in the record's eventSourceARN.
+
+    Stream semantics: Lambda checkpoints at the LOWEST reported SequenceNumber and re-sends the
+    shard from there, so everything after a failure is re-sent anyway. We therefore stop at the
+    first failure and report it and every later outbox record too: that keeps publication order and
+    avoids publishing later rows twice.
+    """
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    if publish is None and topic_arn is None:
+        raise ValueError("publish_outbox_batch needs publish= or topic_arn=")
+    sns_publish = sns_publisher(topic_arn, sns_client) if publish is None and topic_arn else None
+    ddb = ddb_client
+    failed = [False]
+
+    def record_handler(record: Any) -> None:
+        nonlocal ddb
+        raw: dict[str, Any] = record.raw_event
+        if failed[0]:
+            raise OutboxSkipped("an earlier record of this batch failed; retried in order")
+        try:
+            image = (raw.get("dynamodb") or {}).get("NewImage") or {}
+            if raw.get("eventName") != "INSERT" or image.get("kind", {}).get("S") != OUTBOX_KIND:
+                return
+            envelope = Envelope.from_json(image["envelope"]["S"])
+            row = {k: next(iter(v.values())) for k, v in image.items() if isinstance(v, dict) and v}
+            if publish is not None:
+                publish(envelope)
+            elif sns_publish is not None:
+                sns_publish(envelope, row)
+            if ddb is None:
+                ddb = _default_client("dynamodb")
+            _mark_published(ddb, table_name or _table_from_stream_arn(raw), raw["dynamodb"]["Keys"])
+        except Exception:
+            failed[0] = True
+            raise
+
+    processor = BatchProcessor(EventType.DynamoDBStreams)
+    # Report failures instead of raising when every record failed: same retry, no misleading error.
+    processor.raise_on_entire_batch_failure = False
+    from relay.observability import logger
+
+    response = process_partial_response(
+        event=stream_event, record_handler=record_handler, processor=processor, context=None
+    )
+    if response.get("batchItemFailures"):
+        logger().warning("outbox publish failures", extra={"failures": len(response["batchItemFailures"])})
+    return dict(response)
+
+
+class OutboxSkipped(Exception):
+    """Not attempted because an earlier record of the batch failed (kept for ordering)."""
+
+
+def _mark_published(ddb: Any, table_name: str, keys: dict[str, Any]) -> None:
+    now = datetime.now(UTC)
+    try:
+        ddb.update_item(
+            TableName=table_name,
+            Key=keys,
+            UpdateExpression="SET publishedAt = :now, expiresAt = :exp",
+            # The row may be gone (deleted by hand); never re-create a half row by updating it.
+            ConditionExpression="attribute_exists(#pk)",
+            ExpressionAttributeNames={"#pk": next(iter(keys))},
+            ExpressionAttributeValues=serialize_item(
+                {
+                    ":now": now.isoformat().replace("+00:00", "Z"),
+                    ":exp": int(now.timestamp()) + PUBLISHED_RETENTION_SECONDS,
+                }
+            ),
+        )
+    except Exception as exc:
+        if getattr(exc, "response", {}).get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            return  # published; the row is just gone
+        raise
+
+
+def _table_from_stream_arn(record: Mapping[str, Any]) -> str:
+    # arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL
+    arn = str(record.get("eventSourceARN", ""))
+    try:
+        return arn.split(":", 5)[5].split("/")[1]
+    except IndexError:
+        raise ValueError(
+            f"cannot tell the outbox table from eventSourceARN {arn!r}; pass table_name="
+        ) from None

@@ -1,0 +1,14 @@
+"""Dummy AWS credentials so nothing in tests can reach a real account."""
+
+import os
+
+for _name, _value in {
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SECURITY_TOKEN": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "POWERTOOLS_SERVICE_NAME": "relay-tests",
+    "POWERTOOLS_METRICS_NAMESPACE": "RelayTests",
+}.items():
+    os.environ.setdefault(_name, _value)

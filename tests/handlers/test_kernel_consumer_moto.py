@@ -1,0 +1,218 @@
+"""A kernel consumer end to end on moto: SNS -> SQS (redrive policy) -> consume -> DynamoDB txn."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from relay.consumer import RecordContext, consume
+from relay.envelope import Envelope
+from relay.errors import BusinessRejection
+from relay.idempotency import CommitResult, commit_once, marker_id, update
+from tests.builders import FakeContext, envelope, record_from_received, sns_wrapped, sqs_record
+from tests.handlers.moto_env import Aws
+
+
+class IllegalTransition(BusinessRejection):
+    pass
+
+
+def account_handler(aws: Aws, results: list[CommitResult]) -> Any:
+    """A typical consumer: add the payload amount to an account, once per event."""
+
+    def handle(env: Envelope, ctx: RecordContext) -> None:
+        assert env.payload is not None
+        write = update(
+            aws.table,
+            {"id": f"account#{env.ids['accountId']}"},
+            "SET balance = if_not_exists(balance, :zero) + :amount",
+            values={":zero": 0, ":amount": env.payload["amount"]},
+        )
+        results.append(commit_once(env, [write], table_name=aws.table, ddb_client=aws.ddb))
+
+    return handle
+
+
+def deliver(aws: Aws, handle: Any, *, visibility_timeout: int | None = None) -> dict[str, Any]:
+    """What the Lambda event source mapping does: receive, invoke, delete what was not reported failed."""
+    params: dict[str, Any] = {
+        "QueueUrl": aws.queue_url,
+        "MaxNumberOfMessages": 10,
+        "AttributeNames": ["All"],
+        "MessageAttributeNames": ["All"],
+    }
+    if visibility_timeout is not None:
+        params["VisibilityTimeout"] = visibility_timeout
+    messages = aws.sqs.receive_message(**params).get("Messages", [])
+    event = {"Records": [record_from_received(m, aws.queue_arn) for m in messages]}
+    response = consume(event, FakeContext(), handle, settings=aws.settings, sqs_client=aws.sqs)
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    for m in messages:
+        if m["MessageId"] not in failed:
+            aws.sqs.delete_message(QueueUrl=aws.queue_url, ReceiptHandle=m["ReceiptHandle"])
+    return response
+
+
+def subscribe_queue(aws: Aws, *, raw: bool) -> str:
+    topic_arn: str = aws.sns.create_topic(Name="payment-events")["TopicArn"]
+    aws.sns.subscribe(
+        TopicArn=topic_arn,
+        Protocol="sqs",
+        Endpoint=aws.queue_arn,
+        Attributes={"RawMessageDelivery": "true" if raw else "false"},
+    )
+    return topic_arn
+
+
+def balance(aws: Aws, account: str) -> int | None:
+    item = aws.item(f"account#{account}")
+    return int(item["balance"]["N"]) if item else None
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["sns-notification", "sns-raw-delivery"])
+def test_sns_delivered_event_is_applied_once_even_when_delivered_twice(aws: Aws, raw: bool) -> None:
+    topic_arn = subscribe_queue(aws, raw=raw)
+    env = envelope("PaymentCompleted", ids={"accountId": "a1"}, identity=["op-1"], payload={"amount": 7})
+    for _ in range(2):  # SNS and SQS are at-least-once: the same event arrives twice
+        aws.sns.publish(TopicArn=topic_arn, Message=env.to_json())
+    results: list[CommitResult] = []
+    response = deliver(aws, account_handler(aws, results))
+    assert response == {"batchItemFailures": []}
+    assert sorted(r.value for r in results) == ["APPLIED", "DUPLICATE"]
+    assert balance(aws, "a1") == 7
+    assert aws.queue_depth() == 0
+
+
+def test_exactly_one_dynamodb_request_per_new_and_per_duplicate_record(aws: Aws) -> None:
+    env = envelope(ids={"accountId": "a1"}, identity=["op-1"], payload={"amount": 1})
+    results: list[CommitResult] = []
+    handle = account_handler(aws, results)
+    consume({"Records": [sqs_record(env)]}, FakeContext(), handle, settings=aws.settings, sqs_client=aws.sqs)
+    assert aws.ddb_requests == ["DynamoDB_20120810.TransactWriteItems"]
+    aws.ddb_requests.clear()
+    consume({"Records": [sqs_record(env)]}, FakeContext(), handle, settings=aws.settings, sqs_client=aws.sqs)
+    assert aws.ddb_requests == ["DynamoDB_20120810.TransactWriteItems"]
+    assert [r.value for r in results] == ["APPLIED", "DUPLICATE"]
+
+
+def test_same_event_id_with_a_different_payload_is_parked_as_payload_conflict(aws: Aws) -> None:
+    original = envelope(ids={"accountId": "a1"}, identity=["op-1"], payload={"amount": 7})
+    tampered = original.model_copy(update={"payload": {"amount": 700}})
+    aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=original.to_json())
+    aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=tampered.to_json())
+    results: list[CommitResult] = []
+    assert deliver(aws, account_handler(aws, results)) == {"batchItemFailures": []}
+    assert balance(aws, "a1") == 7
+    (parked,) = aws.dlq_messages()
+    attrs = parked["MessageAttributes"]
+    assert attrs["relay.errorClass"]["StringValue"] == "PayloadConflict"
+    assert (
+        f"event {original.event_id} was already processed with a different payload"
+        in (attrs["relay.errorMessage"]["StringValue"])
+    )
+    assert json.loads(parked["Body"])["payload"] == {"amount": 700}
+
+
+def test_malformed_json_is_parked_in_the_dlq_with_the_reason(aws: Aws) -> None:
+    aws.sqs.send_message(
+        QueueUrl=aws.queue_url,
+        MessageBody="{not json",
+        MessageAttributes={"tenant": {"DataType": "String", "StringValue": "acme"}},
+    )
+    response = deliver(aws, account_handler(aws, []))
+    assert response == {"batchItemFailures": []}
+    assert aws.queue_depth() == 0
+    (parked,) = aws.dlq_messages()
+    attrs = parked["MessageAttributes"]
+    assert parked["Body"] == "{not json"
+    assert attrs["relay.errorClass"]["StringValue"] == "InvalidInput"
+    assert "not valid JSON" in attrs["relay.errorMessage"]["StringValue"]
+    assert attrs["relay.sourceQueue"]["StringValue"] == aws.queue_url
+    assert attrs["relay.receiveCount"]["StringValue"] == "1"
+    assert attrs["tenant"]["StringValue"] == "acme"
+
+
+def test_unknown_event_version_is_parked_naming_supported_versions(aws: Aws) -> None:
+    wire = json.loads(envelope(ids={"accountId": "a1"}).to_json())
+    wire["eventVersion"] = "2.0"
+    aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=sns_wrapped(wire))
+    assert deliver(aws, account_handler(aws, [])) == {"batchItemFailures": []}
+    (parked,) = aws.dlq_messages()
+    assert parked["MessageAttributes"]["relay.errorClass"]["StringValue"] == "UnknownVersion"
+    assert "supported: 1.x" in parked["MessageAttributes"]["relay.errorMessage"]["StringValue"]
+
+
+def test_failed_business_condition_writes_no_marker_and_raises_the_callers_error(aws: Aws) -> None:
+    aws.ddb.put_item(TableName=aws.table, Item={"id": {"S": "operation#op-1"}, "status": {"S": "COMPLETED"}})
+    env = envelope("PaymentCompleted", ids={"operationId": "op-1"}, identity=["op-1"], payload={})
+    write = update(
+        aws.table,
+        {"id": "operation#op-1"},
+        "SET #s = :to",
+        condition="#s = :from",
+        names={"#s": "status"},
+        values={":from": "PAYMENT_PROCESSING", ":to": "PAYMENT_COMPLETED"},
+        on_condition_failed=lambda old: IllegalTransition(
+            f"operation op-1 is {old['status'] if old else 'missing'}, cannot complete payment"
+        ),
+    )
+    with pytest.raises(IllegalTransition, match="operation op-1 is COMPLETED"):
+        commit_once(env, [write], table_name=aws.table, ddb_client=aws.ddb)
+    assert aws.item(marker_id(env.event_id)) is None
+    assert aws.item("operation#op-1")["status"]["S"] == "COMPLETED"  # type: ignore[index]
+
+
+def test_marker_records_hash_type_and_ttl(aws: Aws) -> None:
+    env = envelope(ids={"accountId": "a1"}, payload={"amount": 1})
+    commit_once(env, [], table_name=aws.table, ddb_client=aws.ddb, ttl_seconds=3600)
+    marker = aws.item(marker_id(env.event_id))
+    assert marker is not None
+    assert marker["kind"]["S"] == "processed-event"
+    assert marker["eventType"]["S"] == env.event_type
+    assert len(marker["payloadSha256"]["S"]) == 64
+    assert int(marker["expiresAt"]["N"]) > 0
+
+
+def test_parking_failure_keeps_the_message_in_the_queue(aws: Aws) -> None:
+    aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody="{not json")
+    aws.sqs.delete_queue(QueueUrl=aws.dlq_url)  # the DLQ is gone: parking must fail
+    response = deliver(aws, account_handler(aws, []))
+    assert len(response["batchItemFailures"]) == 1
+    assert aws.queue_depth() == 1
+
+
+def test_transient_failure_backs_off_the_message_visibility(aws: Aws) -> None:
+    aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=envelope(ids={"accountId": "a1"}).to_json())
+
+    def sick_dependency(env: Envelope, ctx: RecordContext) -> None:
+        raise TimeoutError("payment system did not answer")
+
+    # Received with visibility 0, so only our ChangeMessageVisibility can hide it again.
+    response = deliver(aws, sick_dependency, visibility_timeout=0)
+    assert len(response["batchItemFailures"]) == 1
+    assert aws.sqs.receive_message(QueueUrl=aws.queue_url).get("Messages") is None
+    assert aws.queue_depth() == 1
+
+
+def test_duplicate_of_a_state_transition_is_a_duplicate_not_an_illegal_transition(aws: Aws) -> None:
+    aws.ddb.put_item(TableName=aws.table, Item={"id": {"S": "operation#op-1"}, "status": {"S": "PENDING"}})
+    env = envelope("PaymentStarted", ids={"operationId": "op-1"}, identity=["op-1"], payload={})
+
+    def transition() -> Any:
+        return update(
+            aws.table,
+            {"id": "operation#op-1"},
+            "SET #s = :to",
+            condition="#s = :from",
+            names={"#s": "status"},
+            values={":from": "PENDING", ":to": "PAYMENT_PROCESSING"},
+            on_condition_failed=lambda old: IllegalTransition(f"operation op-1 is {old}"),
+        )
+
+    assert commit_once(env, [transition()], table_name=aws.table, ddb_client=aws.ddb) is CommitResult.APPLIED
+    # Redelivery: the business condition now fails too, but the marker explains why.
+    assert (
+        commit_once(env, [transition()], table_name=aws.table, ddb_client=aws.ddb) is CommitResult.DUPLICATE
+    )
