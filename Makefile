@@ -48,6 +48,13 @@ test: lint typecheck cfn-lint pytest ## everything CI runs: lint, types, synth +
 bench: install ## print benchmark figures (never asserted)
 	$(BIN)/python bench/synth_bench.py
 	$(BIN)/python bench/kernel_bench.py
+	$(BIN)/python bench/sandbox_bench.py
+
+demo: install ## the main job: run the whole app locally and drive a payments scenario; exits 0 only if the invariants hold
+	$(BIN)/python -m local demo
+
+local: install ## start the local sandbox (emulator :4566, HTTP API :8000) until Ctrl-C
+	$(BIN)/python -m local up
 
 deploy: synth ## deploy every stack to the AWS account in your credentials (STAGE=dev|prod)
 	npx cdk deploy --all -c stage=$(STAGE)

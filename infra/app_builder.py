@@ -6,11 +6,13 @@ from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.config import StageConfig, load_stage_config
+from infra.constructs.base import RelayStack
 from infra.stacks.core import CoreStack
+from infra.stacks.payments import PaymentsStack
 from infra.validation import RelayGuards
 
 
-def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) -> dict[str, CoreStack]:
+def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) -> dict[str, RelayStack]:
     if app.node.try_get_context("aws:cdk:enable-path-metadata") is None:
         # The CLI sets this; a plain `python app.py` (tests) would otherwise omit aws:cdk:path and the
         # guards could only name logical ids.
@@ -18,7 +20,11 @@ def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) 
     config = config or load_stage_config(app)
     env = Environment(account=config.account, region=config.region)
     core = CoreStack(app, f"{config.prefix}-core", config=config, env=env)
-    stacks = {"core": core}
+    stacks: dict[str, RelayStack] = {"core": core}
+    platform = core.platform
+    stacks["payments"] = PaymentsStack(
+        app, f"{config.prefix}-payments", config=config, platform=platform, env=env
+    )
     Tags.of(app).add("app", "relay")
     Tags.of(app).add("stage", config.stage)
     if nag:

@@ -72,6 +72,49 @@ class PaymentsConfig(_Strict):
         return _external_url(value)
 
 
+class ReportsConfig(_Strict):
+    report_api_url: str = "https://reports.example.com"
+    notify_webhook_url: str = "https://hooks.example.com/report-ready"
+    verify_max_age_seconds: int = Field(default=3600, ge=60, le=86_400)
+    http_timeout_seconds: int = Field(default=5, ge=1, le=30)
+
+    @field_validator("report_api_url", "notify_webhook_url")
+    @classmethod
+    def _https(cls, value: str) -> str:
+        return _external_url(value)
+
+
+class ScoresConfig(_Strict):
+    # IANA time zone of the hourly schedule ("minute 0 of every hour" in that zone).
+    timezone: str = Field(default="UTC", min_length=1)
+    # None → this app's own scores API; set it to call an existing backend instead.
+    snapshot_endpoint: str | None = None
+    rate_limit_per_second: int = Field(default=1, ge=1, le=300)
+    schedule_retry_attempts: int = Field(default=10, ge=0, le=185)
+    target_retry_attempts: int = Field(default=10, ge=0, le=185)
+    max_event_age_seconds: int = Field(default=7200, ge=60, le=86_400)
+
+    @field_validator("snapshot_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.startswith("https://"):
+            raise ValueError("must be an https:// URL (API destinations call HTTPS endpoints only)")
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {value!r}") from None
+        return value
+
+
 class StageConfig(_Strict):
     stage: str = Field(pattern=r"^[a-z][a-z0-9-]{1,15}$")
     account: str | None = Field(default=None, pattern=r"^\d{12}$")
@@ -82,6 +125,8 @@ class StageConfig(_Strict):
     queues: QueueDefaults = QueueDefaults()
     consumers: ConsumerDefaults = ConsumerDefaults()
     payments: PaymentsConfig = PaymentsConfig()
+    reports: ReportsConfig = ReportsConfig()
+    scores: ScoresConfig = ScoresConfig()
 
     @model_validator(mode="after")
     def _claim_checks_outlive_redrive(self) -> StageConfig:

@@ -1,6 +1,7 @@
 """HTTP API: API Gateway HTTP API in front of one Lambda function, with Relay's defaults.
 
-- every route requires IAM (SigV4) authorization unless a route names another authorizer;
+- every route requires IAM (SigV4) authorization unless it is given another authorizer explicitly
+  (`routes_with_authorizer`, e.g. the API-key Lambda authorizer an API destination calls through);
 - the `$default` stage writes JSON access logs to its own log group, and throttles;
 - the function is a `RelayFunction` (runtime, layers, logs, own role) and gets nothing else by default.
 """
@@ -45,7 +46,7 @@ class HttpApi(Construct):
         handler: RelayFunction,
         routes: Sequence[tuple[apigw.HttpMethod, str]],
         authorizer: apigw.IHttpRouteAuthorizer | None = None,
-        unauthorized_routes: Sequence[tuple[apigw.HttpMethod, str]] = (),
+        routes_with_authorizer: Sequence[tuple[apigw.HttpMethod, str, apigw.IHttpRouteAuthorizer]] = (),
         throttle_rate: int = 100,
         throttle_burst: int = 200,
     ) -> None:
@@ -80,12 +81,9 @@ class HttpApi(Construct):
         integration = integrations.HttpLambdaIntegration("Integration", handler.function)
         for method, path in routes:
             self.api.add_routes(path=path, methods=[method], integration=integration)
-        for method, path in unauthorized_routes:
+        for method, path, route_authorizer in routes_with_authorizer:
             self.api.add_routes(
-                path=path,
-                methods=[method],
-                integration=integration,
-                authorizer=apigw.HttpNoneAuthorizer(),
+                path=path, methods=[method], integration=integration, authorizer=route_authorizer
             )
 
     @property

@@ -40,3 +40,15 @@ class Synthesized:
 @pytest.fixture(scope="session")
 def synthesized() -> Synthesized:
     return Synthesized()
+
+
+@pytest.fixture(scope="session")
+def app_templates() -> dict[str, dict[str, Any]]:
+    """The whole app as `make synth` builds it (cdk-nag + guards on; synth raises on any finding)."""
+    from aws_cdk import App
+
+    from infra.app_builder import build_app
+
+    app = App(context={"aws:cdk:enable-path-metadata": True})
+    build_app(app, nag=True)
+    return {stack.stack_name: stack.template for stack in app.synth().stacks}

@@ -59,7 +59,8 @@ def logger() -> Logger:
 
 
 def metrics() -> Metrics:
-    """The process-wide Powertools Metrics (decorate the handler with ``metrics().log_metrics``)."""
+    """The process-wide Powertools Metrics, for a handler's own metrics (kernel counts are written as EMF by
+    ``record_metric``; a handler that adds none should not use ``log_metrics``, which warns when empty)."""
     global _metrics
     if _metrics is None:
         with _lock:

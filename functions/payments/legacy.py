@@ -1,0 +1,82 @@
+"""Client of the legacy payment system (an external HTTPS service, configured by base URL).
+
+``POST {base}/payments`` with ``Idempotency-Key: {operationId}:payment`` is create-or-get: the first
+call charges, every later call with the same key and body returns the payment's current state
+without charging again. That is why the worker calls POST again for a status check instead of a
+separate GET: if the first call never reached the system, the "check" submits it.
+
+Not wrapped in Powertools idempotency on purpose: it would store and replay a "PROCESSING" answer,
+while the whole point of a status check is to get a fresh one. The system's own key is the guard.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from payments._http import post_json
+from relay.errors import DependencyUnavailable, PayloadConflict, classify_http_status
+
+WHAT = "legacy payment system"
+
+
+class LegacyStatus(enum.StrEnum):
+    COMPLETED = "COMPLETED"
+    PROCESSING = "PROCESSING"
+    REJECTED = "REJECTED"
+
+
+@dataclass(frozen=True)
+class LegacyOutcome:
+    status: LegacyStatus
+    payment_ref: str | None
+    reason: str | None
+    document: dict[str, Any]
+
+
+def payment_key(operation_id: str) -> str:
+    return f"{operation_id}:payment"
+
+
+class LegacyPaymentsClient:
+    def __init__(self, base_url: str, *, timeout_seconds: float) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_seconds = timeout_seconds
+
+    def submit(self, payment: Mapping[str, Any], *, idempotency_key: str) -> LegacyOutcome:
+        """Submit (or re-submit, as a status check) one payment. Raises DependencyUnavailable for
+        timeouts, connection errors, 429 and 5xx; PayloadConflict if the key was used for another body."""
+        response = post_json(
+            f"{self.base_url}/payments",
+            payment,
+            headers={"Idempotency-Key": idempotency_key},
+            timeout=self.timeout_seconds,
+            what=WHAT,
+        )
+        body = response.body if isinstance(response.body, dict) else {}
+        if response.status == 422 and body.get("status") == LegacyStatus.REJECTED:
+            return LegacyOutcome(LegacyStatus.REJECTED, None, str(body.get("reason") or "rejected"), body)
+        if response.status == 422 and body.get("error") == "IdempotencyKeyReused":
+            raise PayloadConflict(
+                f"{WHAT} refused Idempotency-Key {idempotency_key}: it was used with a different "
+                "request body. "
+                "Nothing was charged by this call; the request sent for an operation must never change. "
+                "Investigate before redriving."
+            )
+        error = classify_http_status(
+            response.status, response.text, retry_after=response.retry_after, what=WHAT
+        )
+        if error is not None:
+            raise error
+        status = str(body.get("status", ""))
+        if status == LegacyStatus.COMPLETED and body.get("paymentRef"):
+            return LegacyOutcome(LegacyStatus.COMPLETED, str(body["paymentRef"]), None, body)
+        if status == LegacyStatus.PROCESSING or response.status == 202:
+            ref = body.get("paymentRef")
+            return LegacyOutcome(LegacyStatus.PROCESSING, str(ref) if ref else None, None, body)
+        # An answer we do not understand is treated like a 5xx: retried, then redriven to the DLQ.
+        raise DependencyUnavailable(
+            f"{WHAT} answered HTTP {response.status} with status {status!r}; retrying."
+        )

@@ -1,0 +1,134 @@
+"""The HTTP API's request and response models (pydantic; camelCase on the wire).
+
+These models ARE the API contract: the resolver validates requests against them and the checked-in
+``openapi.json`` is generated from them.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.alias_generators import to_camel
+
+# ISO 4217 codes this service accepts, with their minor units (digits after the decimal point).
+# A compact list of the common currencies; extending it is a one-line change.
+CURRENCY_MINOR_UNITS: dict[str, int] = {
+    "AED": 2, "ARS": 2, "AUD": 2, "BHD": 3, "BRL": 2, "CAD": 2, "CHF": 2, "CLP": 0, "CNY": 2,
+    "COP": 2, "CZK": 2, "DKK": 2, "EGP": 2, "EUR": 2, "GBP": 2, "HKD": 2, "HUF": 2, "IDR": 2,
+    "ILS": 2, "INR": 2, "ISK": 0, "JOD": 3, "JPY": 0, "KRW": 0, "KWD": 3, "MXN": 2, "MYR": 2,
+    "NGN": 2, "NOK": 2, "NZD": 2, "OMR": 3, "PHP": 2, "PLN": 2, "QAR": 2, "RON": 2, "SAR": 2,
+    "SEK": 2, "SGD": 2, "THB": 2, "TND": 3, "TRY": 2, "TWD": 2, "UAH": 2, "USD": 2, "VND": 0,
+    "XAF": 0, "XOF": 0, "ZAR": 2,
+}  # fmt: skip
+
+_IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class PaymentRequest(ApiModel):
+    """``POST /payments`` body. ``details`` is free JSON and may be large (it travels by claim check)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    payment_id: str = Field(min_length=1, max_length=128, pattern=_IDENTIFIER, examples=["pay-2024-0001"])
+    order_id: str | None = Field(None, min_length=1, max_length=128, pattern=_IDENTIFIER, examples=["ord-42"])
+    # Declared before ``amount`` so the amount validator can see it (pydantic validates in order).
+    currency: str = Field(
+        description="ISO 4217 code, upper case", min_length=3, max_length=3, examples=["EUR"]
+    )
+    amount: str = Field(
+        description="Decimal string > 0 with at most the currency's minor units (JPY 0, EUR 2, KWD 3)",
+        min_length=1,
+        max_length=32,
+        examples=["12.50"],
+    )
+    payer: str = Field(min_length=1, max_length=256, examples=["acct-payer-1"])
+    payee: str = Field(min_length=1, max_length=256, examples=["acct-payee-9"])
+    details: dict[str, Any] = Field(default_factory=dict, description="Free JSON, stored with the request")
+
+    @field_validator("currency")
+    @classmethod
+    def _known_currency(cls, value: str) -> str:
+        if value not in CURRENCY_MINOR_UNITS:
+            raise ValueError(
+                f"{value!r} is not an ISO 4217 currency code this service accepts (e.g. EUR, USD)"
+            )
+        return value
+
+    @field_validator("amount")
+    @classmethod
+    def _valid_amount(cls, value: str, info: ValidationInfo) -> str:
+        if not all(c.isdigit() or c == "." for c in value) or value.count(".") > 1 or value.startswith("."):
+            raise ValueError("must be a decimal string like '12.50' (digits and one optional '.')")
+        try:
+            amount = Decimal(value)
+        except InvalidOperation:
+            raise ValueError("must be a decimal string like '12.50'") from None
+        if amount <= 0:
+            raise ValueError("must be greater than 0")
+        currency = info.data.get("currency")
+        if currency is not None:
+            decimals = len(value.split(".", 1)[1]) if "." in value else 0
+            allowed = CURRENCY_MINOR_UNITS[currency]
+            if decimals > allowed:
+                raise ValueError(f"{currency} has {allowed} minor unit digit(s); got {decimals}")
+        return value
+
+    def to_document(self) -> dict[str, Any]:
+        """The request as stored in S3 (and hashed for Idempotency-Key comparison)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class OperationAccepted(ApiModel):
+    operation_id: str
+    status: str = Field(examples=["PENDING"])
+
+
+class StepView(ApiModel):
+    step: str = Field(examples=["payment"])
+    status: str = Field(examples=["COMPLETED"])
+    at: str = Field(examples=["2024-05-01T10:00:00.000Z"])
+
+
+class ErrorInfo(ApiModel):
+    code: str = Field(examples=["PaymentRejected"])
+    message: str
+
+
+class ResultRefs(ApiModel):
+    request: str | None = Field(None, description="S3 URI of the stored request")
+    result: str | None = Field(None, description="S3 URI of the legacy system's result")
+    invoice_input: str | None = Field(None, description="S3 URI of the invoice input")
+    payment_ref: str | None = None
+    invoice_id: str | None = None
+
+
+class OperationView(ApiModel):
+    operation_id: str
+    status: str = Field(examples=["COMPLETED"])
+    payment_id: str
+    order_id: str | None = None
+    steps: list[StepView]
+    error: ErrorInfo | None = None
+    created_at: str
+    updated_at: str
+    results: ResultRefs | None = None
+
+
+class FieldError(ApiModel):
+    field: str = Field(examples=["amount"])
+    message: str
+
+
+class ErrorResponse(ApiModel):
+    error: str = Field(examples=["ValidationError"])
+    message: str
+    fields: list[FieldError] | None = None

@@ -1,0 +1,208 @@
+"""The operation state machine.
+
+    PENDING -> PAYMENT_PROCESSING -> PAYMENT_COMPLETED -> POST_PROCESSING -> INVOICE_PENDING -> COMPLETED
+    any non-terminal state -> FAILED
+
+Every transition is written conditionally on the state AND version the writer read (see
+``store.transition_write``), so two consumers that hold the same message cannot both apply it, and a
+stale or illegal transition is rejected by DynamoDB, never applied. ``plan_transition`` refuses an
+illegal transition before anything is sent.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from relay.envelope import ClaimCheckRef
+from relay.errors import PermanentError
+
+
+class Status(enum.StrEnum):
+    PENDING = "PENDING"
+    PAYMENT_PROCESSING = "PAYMENT_PROCESSING"
+    PAYMENT_COMPLETED = "PAYMENT_COMPLETED"
+    POST_PROCESSING = "POST_PROCESSING"
+    INVOICE_PENDING = "INVOICE_PENDING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({Status.COMPLETED, Status.FAILED})
+
+# The happy path, in order; FAILED is reachable from every non-terminal state.
+HAPPY_PATH: tuple[Status, ...] = (
+    Status.PENDING,
+    Status.PAYMENT_PROCESSING,
+    Status.PAYMENT_COMPLETED,
+    Status.POST_PROCESSING,
+    Status.INVOICE_PENDING,
+    Status.COMPLETED,
+)
+
+ALLOWED: dict[Status, frozenset[Status]] = {
+    current: frozenset({following, Status.FAILED}) for current, following in itertools.pairwise(HAPPY_PATH)
+}
+ALLOWED[Status.COMPLETED] = frozenset()
+ALLOWED[Status.FAILED] = frozenset()
+
+# What the step history records when a state is entered: (step, step status).
+STEP_OF: dict[Status, tuple[str, str]] = {
+    Status.PENDING: ("request", "ACCEPTED"),
+    Status.PAYMENT_PROCESSING: ("payment", "STARTED"),
+    Status.PAYMENT_COMPLETED: ("payment", "COMPLETED"),
+    Status.POST_PROCESSING: ("post-processing", "STARTED"),
+    Status.INVOICE_PENDING: ("invoice", "REQUESTED"),
+    Status.COMPLETED: ("invoice", "COMPLETED"),
+}
+# The step that failed, by the state the operation was in when it failed.
+FAILED_STEP: dict[Status, str] = {
+    Status.PENDING: "payment",
+    Status.PAYMENT_PROCESSING: "payment",
+    Status.PAYMENT_COMPLETED: "post-processing",
+    Status.POST_PROCESSING: "post-processing",
+    Status.INVOICE_PENDING: "invoice",
+}
+
+
+class IllegalTransition(PermanentError):
+    """A transition the state machine does not allow, or one planned from a state/version that is no
+    longer current. Never applied; a consumer parks the message that asked for it."""
+
+
+class AlreadyApplied(Exception):
+    """The operation is already past the step a message asks for: a duplicate or late delivery that
+    is acknowledged without effect. Not a RelayError: it must never be retried or parked."""
+
+
+def now_iso(moment: datetime | None = None) -> str:
+    return (
+        (moment or datetime.now(UTC))
+        .astimezone(UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def parse_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class Step:
+    step: str
+    status: str
+    at: str
+
+
+@dataclass(frozen=True)
+class OperationError:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Operation:
+    operation_id: str
+    status: Status
+    version: int
+    payment_id: str
+    correlation_id: str
+    request_ref: ClaimCheckRef
+    created_at: str
+    updated_at: str
+    steps: tuple[Step, ...] = ()
+    order_id: str | None = None
+    error: OperationError | None = None
+    payment_ref: str | None = None
+    payment_accepted_at: str | None = None
+    result_ref: ClaimCheckRef | None = None
+    invoice_input_ref: ClaimCheckRef | None = None
+    invoice_id: str | None = None
+    expires_at: int | None = None
+
+    def step_started_at(self, status: Status) -> datetime | None:
+        """When the operation entered ``status`` (from the step history), if it did."""
+        step, step_status = STEP_OF[status]
+        for entry in reversed(self.steps):
+            if entry.step == step and entry.status == step_status:
+                return parse_iso(entry.at)
+        return None
+
+    def ids(self) -> dict[str, str]:
+        ids = {"operationId": self.operation_id, "paymentId": self.payment_id}
+        if self.order_id:
+            ids["orderId"] = self.order_id
+        return ids
+
+
+@dataclass(frozen=True)
+class TransitionPlan:
+    """A legal transition of one operation, planned from the state and version that were read."""
+
+    operation_id: str
+    source: Status
+    target: Status
+    expected_version: int
+    step: Step
+    set_attributes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def next_version(self) -> int:
+        return self.expected_version + 1
+
+
+def plan_transition(
+    operation: Operation,
+    target: Status,
+    *,
+    now: datetime | None = None,
+    error: OperationError | None = None,
+    ttl_days: int | None = None,
+    **attributes: Any,
+) -> TransitionPlan:
+    """Check the transition against the state machine and describe the write that applies it.
+
+    ``attributes`` are domain fields to set with the transition (e.g. ``payment_ref=``); entering a
+    terminal state needs ``ttl_days`` (clean-up never depends on anyone remembering to delete).
+    """
+    if target not in ALLOWED[operation.status]:
+        allowed = ", ".join(sorted(ALLOWED[operation.status]))
+        raise IllegalTransition(
+            f"operation {operation.operation_id}: {operation.status} -> {target} is not a legal transition "
+            f"(allowed from {operation.status}: {allowed or 'none, it is terminal'}); "
+            "not applied."
+        )
+    moment = now or datetime.now(UTC)
+    if target is Status.FAILED:
+        if error is None:
+            raise ValueError("a transition to FAILED needs an error")
+        step = Step(FAILED_STEP[operation.status], "FAILED", now_iso(moment))
+        attributes["error"] = error
+    else:
+        name, step_status = STEP_OF[target]
+        step = Step(name, step_status, now_iso(moment))
+    if target.terminal:
+        if ttl_days is None:
+            raise ValueError(f"entering terminal state {target} needs ttl_days")
+        attributes["expires_at"] = int((moment + timedelta(days=ttl_days)).timestamp())
+    return TransitionPlan(
+        operation_id=operation.operation_id,
+        source=operation.status,
+        target=target,
+        expected_version=operation.version,
+        step=step,
+        set_attributes=attributes,
+    )
+
+
+def rank(status: Status) -> int:
+    """Position on the happy path (FAILED ranks after everything: nothing follows it)."""
+    return len(HAPPY_PATH) if status is Status.FAILED else HAPPY_PATH.index(status)

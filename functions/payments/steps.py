@@ -1,0 +1,533 @@
+"""The consumers' domain: the payment, post-processing and invoice steps of an operation.
+
+Every step follows the same rules (the seed notes' four failure windows):
+
+* a delivery whose processed-event marker exists, or whose operation is already past the step, is
+  acknowledged without effect (a duplicate or a late redelivery);
+* the state change, the outbox row of the next event and the processed-event marker commit in ONE
+  ``TransactWriteItems`` (``relay.idempotency.commit_once``), conditional on the state and version
+  that were read -- so a crash after the commit and before the acknowledgement only causes a
+  redelivery that changes nothing;
+* anything written to S3 before that commit (result, invoice input) is written under a fixed key,
+  so a retry after a crash overwrites it with the same bytes;
+* external calls carry a stable downstream idempotency key (``{operationId}:payment``,
+  ``{operationId}:invoice``), so a retry after a lost reply charges or invoices nothing more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from payments.invoices import invoice_key
+from payments.legacy import LegacyStatus, payment_key
+from payments.operations import (
+    AlreadyApplied,
+    IllegalTransition,
+    Operation,
+    OperationError,
+    Status,
+    TransitionPlan,
+    now_iso,
+    parse_iso,
+    plan_transition,
+)
+from payments.settings import MAX_SQS_DELAY_SECONDS
+from payments.store import status_of
+from relay.backoff import backoff_delay
+from relay.claim_check import get_json, put_json
+from relay.envelope import ClaimCheckRef, Envelope, new_envelope
+from relay.errors import DependencyUnavailable, InvalidInput, PermanentError
+from relay.idempotency import BusinessWrite, CommitResult, commit_once
+from relay.observability import logger, record_metric
+from relay.side_effects import run_once
+
+if TYPE_CHECKING:
+    from payments.runtime import Runtime
+    from relay.consumer import RecordContext
+
+PAYMENT_REQUESTED = "PaymentRequested"
+PAYMENT_STATUS_CHECK_DUE = "PaymentStatusCheckDue"
+PAYMENT_COMPLETED = "PaymentCompleted"
+PAYMENT_FAILED = "PaymentFailed"
+INVOICE_REQUESTED = "InvoiceRequested"
+OPERATION_COMPLETED = "OperationCompleted"
+
+# States in which a step's work is already done (its outcome committed).
+PAYMENT_DONE = frozenset(
+    {
+        Status.PAYMENT_COMPLETED,
+        Status.POST_PROCESSING,
+        Status.INVOICE_PENDING,
+        Status.COMPLETED,
+        Status.FAILED,
+    }
+)
+POST_PROCESSING_DONE = frozenset({Status.INVOICE_PENDING, Status.COMPLETED})
+INVOICE_DONE = frozenset({Status.COMPLETED})
+
+
+class UnknownOperation(PermanentError):
+    """The event names an operation that does not exist (never created, or expired by TTL)."""
+
+
+# -------------------------------------------------------------------------------------------------
+# shared rules
+# -------------------------------------------------------------------------------------------------
+
+
+def _expect(envelope: Envelope, *event_types: str) -> str:
+    if envelope.event_type not in event_types:
+        raise InvalidInput(
+            f"event {envelope.event_id} has eventType {envelope.event_type}; this consumer handles "
+            f"{', '.join(event_types)}. Check the subscription's filter policy."
+        )
+    operation_id = envelope.ids.get("operationId")
+    if not operation_id:
+        raise InvalidInput(f"event {envelope.event_id} ({envelope.event_type}) has no ids.operationId")
+    return operation_id
+
+
+def _load(rt: Runtime, operation_id: str, envelope: Envelope) -> Operation:
+    operation = rt.store.get_operation(operation_id)
+    if operation is None:
+        raise UnknownOperation(
+            f"event {envelope.event_id} ({envelope.event_type}) names operation {operation_id}, which does "
+            "not exist (never created, or expired). Parked."
+        )
+    return operation
+
+
+def _skip(envelope: Envelope, operation: Operation | None, why: str) -> None:
+    record_metric("Duplicate", event_type=envelope.event_type)
+    logger().info(
+        "acknowledged without effect",
+        extra={
+            "reason": why,
+            "operation_id": operation.operation_id if operation else envelope.ids.get("operationId"),
+            "status": str(operation.status) if operation else None,
+        },
+    )
+
+
+def on_stale(plan: TransitionPlan, done: frozenset[Status]) -> Callable[[dict[str, Any] | None], Exception]:
+    """Explain a failed transition condition from the item as it was (ALL_OLD):
+
+    * already in a state where this step is done -> AlreadyApplied (acknowledge, no effect);
+    * same state, other version -> a concurrent writer: transient, retry with a fresh read;
+    * anything else -> IllegalTransition (permanent: parked with the reason, never applied).
+    """
+
+    def explain(old: dict[str, Any] | None) -> Exception:
+        status, version = status_of(old)
+        if status is not None and status in done:
+            return AlreadyApplied(f"operation {plan.operation_id} is already {status}")
+        if status is not None and status == plan.source:
+            return DependencyUnavailable(
+                f"operation {plan.operation_id} changed concurrently (version {version}, expected "
+                f"{plan.expected_version}); retrying with a fresh read."
+            )
+        return IllegalTransition(
+            f"operation {plan.operation_id} is {status or 'gone'}, not {plan.source} (version "
+            f"{plan.expected_version}); {plan.source} -> {plan.target} not applied."
+        )
+
+    return explain
+
+
+def _advance(rt: Runtime, operation: Operation, target: Status, done: frozenset[Status]) -> Operation | None:
+    """Apply one transition WITHOUT a marker (the step's work is still ahead). Returns the operation
+    as it is now, or None if another delivery already finished the step."""
+    plan = plan_transition(operation, target)
+    try:
+        rt.store.apply([rt.store.transition_write(plan, on_condition_failed=on_stale(plan, done | {target}))])
+    except AlreadyApplied:
+        current = rt.store.get_operation(operation.operation_id)
+        if current is None or current.status in done:
+            return None
+        return current  # a concurrent delivery moved it to ``target``: continue from there
+    return dataclasses.replace(
+        operation,
+        status=target,
+        version=plan.next_version,
+        steps=(*operation.steps, plan.step),
+        updated_at=plan.step.at,
+    )
+
+
+def _commit(rt: Runtime, envelope: Envelope, writes: list[BusinessWrite], operation: Operation) -> None:
+    try:
+        result = commit_once(envelope, writes, table_name=rt.store.idempotency_table, ddb_client=rt.store.ddb)
+    except AlreadyApplied as exc:
+        _skip(envelope, operation, str(exc))
+        return
+    if result is CommitResult.DUPLICATE:
+        return  # counted and logged by the kernel
+    logger().info(
+        "step committed", extra={"operation_id": operation.operation_id, "event_type": envelope.event_type}
+    )
+
+
+def _event(
+    event_type: str,
+    operation: Operation,
+    cause: Envelope,
+    step: str,
+    *,
+    payload: Mapping[str, Any] | None = None,
+    claim_check: ClaimCheckRef | None = None,
+    ids: Mapping[str, str] | None = None,
+) -> Envelope:
+    # Deterministic eventId: re-doing the step after a crash re-creates the SAME event.
+    return new_envelope(
+        event_type,
+        identity=[operation.operation_id, step],
+        ids={**operation.ids(), **(ids or {})},
+        payload=payload,
+        claim_check=claim_check,
+        correlation_id=operation.correlation_id,
+        causation_id=cause.event_id,
+    )
+
+
+def _fail(
+    rt: Runtime,
+    envelope: Envelope,
+    operation: Operation,
+    code: str,
+    message: str,
+    *,
+    now: datetime | None = None,
+) -> None:
+    plan = plan_transition(
+        operation,
+        Status.FAILED,
+        error=OperationError(code, message),
+        ttl_days=rt.settings.failed_ttl_days,
+        now=now,
+    )
+    failed = _event(
+        PAYMENT_FAILED, operation, envelope, "payment-failed", payload={"code": code, "reason": message}
+    )
+    _commit(
+        rt,
+        envelope,
+        [
+            rt.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
+            rt.store.outbox_write(operation.operation_id, failed),
+        ],
+        operation,
+    )
+    logger().warning("payment failed", extra={"operation_id": operation.operation_id, "code": code})
+
+
+def result_path(operation_id: str) -> str:
+    return f"payments/{operation_id}/result.json"
+
+
+def invoice_input_path(operation_id: str) -> str:
+    return f"payments/{operation_id}/invoice-input.json"
+
+
+# -------------------------------------------------------------------------------------------------
+# payment step
+# -------------------------------------------------------------------------------------------------
+
+
+def legacy_request(operation: Operation, request: Mapping[str, Any]) -> dict[str, Any]:
+    """The body sent to the legacy system: derived only from the stored request, so every retry and
+    status check sends the same bytes under the same key."""
+    body = {
+        "operationId": operation.operation_id,
+        "paymentId": request["paymentId"],
+        "amount": request["amount"],
+        "currency": request["currency"],
+        "payer": request["payer"],
+        "payee": request["payee"],
+        "details": request.get("details") or {},
+    }
+    if request.get("orderId"):
+        body["orderId"] = request["orderId"]
+    return body
+
+
+def process_payment(
+    envelope: Envelope, ctx: RecordContext, rt: Runtime, *, now: datetime | None = None
+) -> None:
+    """PaymentRequested / PaymentStatusCheckDue -> call the legacy system -> PAYMENT_COMPLETED, FAILED,
+    or a delayed status check."""
+    operation_id = _expect(envelope, PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE)
+    if rt.store.is_processed(envelope):
+        _skip(envelope, None, "event already processed")
+        return
+    operation = _load(rt, operation_id, envelope)
+    if operation.status in PAYMENT_DONE:
+        _skip(envelope, operation, "payment step already done")
+        return
+    if operation.status not in (Status.PENDING, Status.PAYMENT_PROCESSING):
+        raise IllegalTransition(
+            f"operation {operation_id} is {operation.status}; the payment step cannot run"
+        )
+
+    # Read (and verify) the claim check BEFORE changing state: a tampered request is parked while
+    # the operation still shows where it stopped.
+    request = get_json(operation.request_ref, s3_client=rt.s3)
+    if operation.status is Status.PENDING:
+        advanced = _advance(rt, operation, Status.PAYMENT_PROCESSING, PAYMENT_DONE)
+        if advanced is None:
+            _skip(envelope, operation, "payment step finished by a concurrent delivery")
+            return
+        operation = advanced
+
+    # The call may take long: keep the message invisible meanwhile, so no second consumer starts it.
+    with ctx.heartbeat():
+        outcome = rt.legacy.submit(
+            legacy_request(operation, request), idempotency_key=payment_key(operation_id)
+        )
+
+    if outcome.status is LegacyStatus.COMPLETED:
+        result = {**outcome.document, "operationId": operation_id}
+        result_ref = put_json(result, bucket=rt.bucket, key=result_path(operation_id), s3_client=rt.s3)
+        plan = plan_transition(
+            operation,
+            Status.PAYMENT_COMPLETED,
+            now=now,
+            payment_ref=outcome.payment_ref,
+            result_ref=result_ref,
+        )
+        completed = _event(
+            PAYMENT_COMPLETED,
+            operation,
+            envelope,
+            "payment-completed",
+            claim_check=result_ref,
+            ids={"paymentRef": outcome.payment_ref} if outcome.payment_ref else None,
+        )
+        _commit(
+            rt,
+            envelope,
+            [
+                rt.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
+                rt.store.outbox_write(operation_id, completed),
+            ],
+            operation,
+        )
+        return
+
+    if outcome.status is LegacyStatus.REJECTED:
+        # A business outcome, not a poison message: recorded, announced, acknowledged -- not parked.
+        _fail(
+            rt,
+            envelope,
+            operation,
+            "PaymentRejected",
+            outcome.reason or "rejected by the legacy payment system",
+        )
+        return
+
+    _schedule_check(envelope, ctx, rt, operation, now=now)
+
+
+def _schedule_check(
+    envelope: Envelope, ctx: RecordContext, rt: Runtime, operation: Operation, *, now: datetime | None
+) -> None:
+    """ "Accepted, still processing": look again later with a delayed message, not a 15-minute wait."""
+    moment = now or datetime.now(UTC)
+    accepted_at = parse_iso(operation.payment_accepted_at) if operation.payment_accepted_at else moment
+    age = (moment - accepted_at).total_seconds()
+    if age > rt.settings.payment_max_age_seconds:
+        _fail(
+            rt,
+            envelope,
+            operation,
+            "PaymentTimedOut",
+            f"the legacy payment system was still processing {int(age)} s after accepting the payment "
+            f"(maximum {rt.settings.payment_max_age_seconds} s); reconcile with the legacy system",
+            now=now,
+        )
+        return
+    attempt = _attempt(envelope) + 1
+    delay = backoff_delay(
+        attempt, base=float(rt.settings.payment_check_base_delay_seconds), cap=float(MAX_SQS_DELAY_SECONDS)
+    )
+    delay = min(delay, MAX_SQS_DELAY_SECONDS)
+    check = _event(
+        PAYMENT_STATUS_CHECK_DUE,
+        operation,
+        envelope,
+        f"payment-check-{attempt}",
+        payload={"attempt": attempt},
+    )
+    # Sent BEFORE the marker commits: a crash in between re-sends the same check (same eventId, so
+    # the copy is acknowledged without effect), whereas the other order could lose the check chain.
+    ctx.sqs_client.send_message(
+        QueueUrl=ctx.queue_url,
+        MessageBody=check.to_json(),
+        DelaySeconds=delay,
+        MessageAttributes={"eventType": {"DataType": "String", "StringValue": PAYMENT_STATUS_CHECK_DUE}},
+    )
+    _commit(
+        rt,
+        envelope,
+        [
+            rt.store.payment_accepted_write(
+                operation.operation_id, now_iso(accepted_at), on_condition_failed=_accepted_stale(operation)
+            )
+        ],
+        operation,
+    )
+    logger().info(
+        "payment still processing; status check scheduled",
+        extra={"operation_id": operation.operation_id, "attempt": attempt, "delay_seconds": delay},
+    )
+
+
+def _attempt(envelope: Envelope) -> int:
+    """Which status check this delivery is (0 for the PaymentRequested itself)."""
+    if envelope.event_type != PAYMENT_STATUS_CHECK_DUE:
+        return 0
+    value = (envelope.payload or {}).get("attempt")
+    if not isinstance(value, int) or value < 1:
+        raise InvalidInput(
+            f"event {envelope.event_id} (PaymentStatusCheckDue) has no positive integer 'attempt'"
+        )
+    return value
+
+
+def _accepted_stale(operation: Operation) -> Callable[[dict[str, Any] | None], Exception]:
+    def explain(old: dict[str, Any] | None) -> Exception:
+        status, _ = status_of(old)
+        if status is not None and status in PAYMENT_DONE:
+            return AlreadyApplied(f"operation {operation.operation_id} is already {status}")
+        return IllegalTransition(f"operation {operation.operation_id} is {status}, not PAYMENT_PROCESSING")
+
+    return explain
+
+
+# -------------------------------------------------------------------------------------------------
+# post-processing step
+# -------------------------------------------------------------------------------------------------
+
+
+def invoice_input(
+    operation: Operation, request: Mapping[str, Any], result: Mapping[str, Any]
+) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "operationId": operation.operation_id,
+        "paymentRef": str(result["paymentRef"]),
+        "amount": request["amount"],
+        "currency": request["currency"],
+        "payer": request["payer"],
+        "payee": request["payee"],
+        "lines": [
+            {"description": f"Payment {request['paymentId']}", "amount": request["amount"], "quantity": 1}
+        ],
+    }
+    if request.get("orderId"):
+        document["orderId"] = request["orderId"]
+    return document
+
+
+def post_process(envelope: Envelope, ctx: RecordContext, rt: Runtime) -> None:
+    """PaymentCompleted -> POST_PROCESSING -> invoice input in S3 -> INVOICE_PENDING + InvoiceRequested."""
+    operation_id = _expect(envelope, PAYMENT_COMPLETED)
+    if rt.store.is_processed(envelope):
+        _skip(envelope, None, "event already processed")
+        return
+    operation = _load(rt, operation_id, envelope)
+    if operation.status in POST_PROCESSING_DONE:
+        _skip(envelope, operation, "post-processing already done")
+        return
+    if operation.status not in (Status.PAYMENT_COMPLETED, Status.POST_PROCESSING):
+        raise IllegalTransition(
+            f"operation {operation_id} is {operation.status}; PaymentCompleted expects "
+            "PAYMENT_COMPLETED. Not applied."
+        )
+    result_ref = envelope.claim_check or operation.result_ref
+    if result_ref is None:
+        raise InvalidInput(f"event {envelope.event_id} (PaymentCompleted) carries no result claim check")
+    result = get_json(result_ref, s3_client=rt.s3)
+    request = get_json(operation.request_ref, s3_client=rt.s3)
+
+    if operation.status is Status.PAYMENT_COMPLETED:
+        advanced = _advance(rt, operation, Status.POST_PROCESSING, POST_PROCESSING_DONE)
+        if advanced is None:
+            _skip(envelope, operation, "post-processing finished by a concurrent delivery")
+            return
+        operation = advanced
+
+    ref = put_json(
+        invoice_input(operation, request, result),
+        bucket=rt.bucket,
+        key=invoice_input_path(operation_id),
+        s3_client=rt.s3,
+    )
+    plan = plan_transition(operation, Status.INVOICE_PENDING, invoice_input_ref=ref)
+    requested = _event(INVOICE_REQUESTED, operation, envelope, "invoice-requested", claim_check=ref)
+    _commit(
+        rt,
+        envelope,
+        [
+            rt.store.transition_write(plan, on_condition_failed=on_stale(plan, POST_PROCESSING_DONE)),
+            rt.store.outbox_write(operation_id, requested),
+        ],
+        operation,
+    )
+
+
+# -------------------------------------------------------------------------------------------------
+# invoice step
+# -------------------------------------------------------------------------------------------------
+
+
+def issue_invoice(envelope: Envelope, ctx: RecordContext, rt: Runtime) -> None:
+    """InvoiceRequested -> invoice API (once) -> COMPLETED + OperationCompleted."""
+    operation_id = _expect(envelope, INVOICE_REQUESTED)
+    if rt.store.is_processed(envelope):
+        _skip(envelope, None, "event already processed")
+        return
+    operation = _load(rt, operation_id, envelope)
+    if operation.status in INVOICE_DONE:
+        _skip(envelope, operation, "invoice already issued")
+        return
+    if operation.status is not Status.INVOICE_PENDING:
+        raise IllegalTransition(
+            f"operation {operation_id} is {operation.status}; InvoiceRequested expects "
+            "INVOICE_PENDING. Not applied."
+        )
+    ref = envelope.claim_check or operation.invoice_input_ref
+    if ref is None:
+        raise InvalidInput(
+            f"event {envelope.event_id} (InvoiceRequested) carries no invoice-input claim check"
+        )
+    document = get_json(ref, s3_client=rt.s3)
+    issued = run_once(
+        "invoice",
+        downstream_key=invoice_key(operation_id),
+        payload=document,
+        call=lambda key: rt.invoices.issue(document, idempotency_key=key),
+        table_name=rt.store.idempotency_table,
+        ddb_client=rt.store.ddb,
+    )
+    invoice_id = str(issued["invoiceId"])
+    plan = plan_transition(
+        operation, Status.COMPLETED, ttl_days=rt.settings.terminal_ttl_days, invoice_id=invoice_id
+    )
+    completed = _event(
+        OPERATION_COMPLETED,
+        operation,
+        envelope,
+        "operation-completed",
+        payload={"invoiceId": invoice_id, "paymentRef": operation.payment_ref},
+    )
+    _commit(
+        rt,
+        envelope,
+        [
+            rt.store.transition_write(plan, on_condition_failed=on_stale(plan, INVOICE_DONE)),
+            rt.store.outbox_write(operation_id, completed),
+        ],
+        operation,
+    )

@@ -1,0 +1,149 @@
+"""Builders for the payments handler tests (events of the HTTP API, requests, deliveries)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from relay.envelope import Envelope
+from tests.builders import ACCOUNT, REGION, sns_wrapped
+from tests.handlers.payments.pipeline import Infrastructure, lambda_sqs_event
+
+
+def payment_request(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "paymentId": f"pay-{uuid.uuid4().hex[:10]}",
+        "orderId": "ord-42",
+        "amount": "12.50",
+        "currency": "EUR",
+        "payer": "acct-payer-1",
+        "payee": "acct-payee-9",
+        "details": {"note": "invoice me", "lines": [{"sku": "A-1", "qty": 2}]},
+    }
+    body.update(overrides)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def http_event(
+    method: str,
+    path: str,
+    *,
+    body: str | Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    base64_encoded: bool = False,
+) -> dict[str, Any]:
+    """An API Gateway HTTP API (payload format 2.0) event, IAM-authorized."""
+    text = body if isinstance(body, str) or body is None else json.dumps(body)
+    if text is not None and base64_encoded:
+        text = base64.b64encode(text.encode()).decode()
+    request_id = f"req-{uuid.uuid4().hex[:12]}"
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {"content-type": "application/json", **{k.lower(): v for k, v in (headers or {}).items()}},
+        "requestContext": {
+            "accountId": ACCOUNT,
+            "apiId": "payments-api",
+            "authorizer": {"iam": {"accountId": ACCOUNT, "userArn": f"arn:aws:iam::{ACCOUNT}:user/tester"}},
+            "domainName": "payments-api.execute-api.us-east-1.amazonaws.com",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": "pytest",
+            },
+            "requestId": request_id,
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "01/May/2024:10:00:00 +0000",
+            "timeEpoch": int(time.time() * 1000),
+        },
+        "body": text,
+        "isBase64Encoded": base64_encoded,
+    }
+
+
+def post_payment(body: Mapping[str, Any] | str, *, idempotency_key: str | None = None) -> dict[str, Any]:
+    from payments import api
+
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
+    return api.handler(http_event("POST", "/payments", body=body, headers=headers), _context())
+
+
+def get_operation(operation_id: str) -> dict[str, Any]:
+    from payments import api
+
+    return api.handler(http_event("GET", f"/operations/{operation_id}"), _context())
+
+
+def _context() -> Any:
+    from tests.builders import FakeContext
+
+    return FakeContext()
+
+
+def body_of(response: Mapping[str, Any]) -> Any:
+    return json.loads(response["body"])
+
+
+def accepted_operation(body: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+    response = post_payment(body or payment_request(), **kwargs)
+    assert response["statusCode"] == 202, response
+    return str(body_of(response)["operationId"])
+
+
+def outbox_envelope(infra: Infrastructure, operation_id: str, event_type: str) -> Envelope:
+    rows = [r for r in infra.outbox_rows(operation_id) if r["eventType"] == event_type]
+    assert len(rows) == 1, f"expected one {event_type} outbox row for {operation_id}, got {len(rows)}"
+    return Envelope.from_json(rows[0]["envelope"])
+
+
+def deliver(infra: Infrastructure, queue: str, *bodies: str | Envelope, sns: bool = True) -> dict[str, Any]:
+    """Send the bodies to the real (moto) queue and receive them: a Lambda SQS event with genuine
+    receipt handles, so backoff, heartbeat and parking act on a real message."""
+    q = infra.queues[queue]
+    for body in bodies:
+        text = body if isinstance(body, str) else (sns_wrapped(body) if sns else body.to_json())
+        infra.sqs.send_message(QueueUrl=q.url, MessageBody=text)
+    messages = infra.receive_all(q.url)
+    assert len(messages) == len(bodies), f"sent {len(bodies)}, received {len(messages)}"
+    return lambda_sqs_event(messages, q)
+
+
+__all__ = [
+    "REGION",
+    "accepted_operation",
+    "body_of",
+    "deliver",
+    "get_operation",
+    "http_event",
+    "post_payment",
+]
+
+
+def queued_event(infra: Infrastructure, queue: str, *, expect: int | None = None) -> dict[str, Any]:
+    """Publish pending outbox rows (stream -> publisher -> SNS -> filtered queues) and receive what
+    reached ``queue`` as a Lambda SQS event."""
+    from tests.handlers.payments.pipeline import Pump
+
+    Pump(infra).publish_outbox()
+    q = infra.queues[queue]
+    messages = infra.receive_all(q.url)
+    if expect is not None:
+        assert len(messages) == expect, f"expected {expect} message(s) on {queue}, got {len(messages)}"
+    return lambda_sqs_event(messages, q)
+
+
+def failed_ids(response: Mapping[str, Any]) -> list[str]:
+    return [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
+
+
+def message_ids(event: Mapping[str, Any]) -> list[str]:
+    return [r["messageId"] for r in event["Records"]]

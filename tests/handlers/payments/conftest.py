@@ -1,0 +1,56 @@
+"""Fixtures of the payments handler tests: moto for AWS, the fakes on 127.0.0.1 for the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from moto import mock_aws
+
+from local.fakes.invoice_api import InvoiceApiFake
+from local.fakes.legacy_payments import LegacyPaymentKnobs, LegacyPaymentsFake
+from tests.handlers.payments.pipeline import Infrastructure, create_infrastructure
+
+
+@pytest.fixture
+def legacy() -> Iterator[LegacyPaymentsFake]:
+    fake = LegacyPaymentsFake(LegacyPaymentKnobs(timeout_sleep_s=3.0, seed=7))
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def invoice_api() -> Iterator[InvoiceApiFake]:
+    fake = InvoiceApiFake()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def infra(
+    monkeypatch: pytest.MonkeyPatch, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake
+) -> Iterator[Infrastructure]:
+    """moto with the payments resources, the environment of the functions, and a fresh runtime."""
+    from payments.runtime import reset_runtime
+
+    monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    with mock_aws():
+        infrastructure = create_infrastructure()
+        for name, value in infrastructure.env().items():
+            monkeypatch.setenv(name, value)
+        for name, value in infrastructure.consumer_env("payment-requests").items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("LEGACY_PAYMENTS_URL", legacy.base_url)
+        monkeypatch.setenv("INVOICE_API_URL", invoice_api.base_url)
+        monkeypatch.setenv("LEGACY_TIMEOUT_SECONDS", "1")
+        reset_runtime()
+        yield infrastructure
+    reset_runtime()
+
+
+def use_queue(monkeypatch: pytest.MonkeyPatch, infra: Infrastructure, queue: str) -> None:
+    """Point the kernel consumer at ``queue`` (RELAY_QUEUE_URL / RELAY_DLQ_URL, as the stack does)."""
+    for name, value in infra.consumer_env(queue).items():
+        monkeypatch.setenv(name, value)

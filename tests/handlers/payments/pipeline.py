@@ -1,0 +1,408 @@
+"""An in-test stand-in for the glue AWS provides around the payments handlers, on moto.
+
+``create_infrastructure()`` builds what the payments stack deploys (tables with the stream, bucket,
+topic, reliable queues with DLQs and redrive, filtered SNS subscriptions, enveloped delivery).
+``Pump`` plays the event source mappings: it reads the operations-table stream into the outbox
+publisher, receives SQS messages into the right handler (optionally delivering every batch twice)
+and deletes what the partial batch response reports handled -- the same protocol Lambda follows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from tests.builders import FakeContext
+
+REGION = "us-east-1"
+OPERATIONS_TABLE = "payments-operations"
+IDEMPOTENCY_TABLE = "payments-idempotency"
+BUCKET = "relay-payments-test"
+TOPIC = "payment-events"
+MAX_RECEIVE_COUNT = 5
+
+# queue name -> the eventType its subscription lets through
+SUBSCRIPTIONS = {
+    "payment-requests": "PaymentRequested",
+    "post-processing": "PaymentCompleted",
+    "invoice-requests": "InvoiceRequested",
+}
+
+
+@dataclass
+class Queue:
+    name: str
+    url: str
+    arn: str
+    dlq_url: str
+    dlq_arn: str
+
+
+@dataclass
+class Infrastructure:
+    ddb: Any
+    s3: Any
+    sqs: Any
+    sns: Any
+    streams: Any
+    topic_arn: str
+    stream_arn: str
+    queues: dict[str, Queue] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        return {
+            "OPERATIONS_TABLE": OPERATIONS_TABLE,
+            "IDEMPOTENCY_TABLE": IDEMPOTENCY_TABLE,
+            "PAYMENTS_BUCKET": BUCKET,
+            "EVENTS_TOPIC_ARN": self.topic_arn,
+        }
+
+    def consumer_env(self, queue: str) -> dict[str, str]:
+        q = self.queues[queue]
+        return {"RELAY_QUEUE_URL": q.url, "RELAY_DLQ_URL": q.dlq_url}
+
+    # inspection ------------------------------------------------------------------------------
+
+    def receive_all(self, url: str, *, wait: int = 0, visibility: int = 30) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        while True:
+            batch = self.sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=wait,
+                VisibilityTimeout=visibility,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if not batch:
+                return messages
+            messages.extend(batch)
+
+    def operation_item(self, operation_id: str) -> dict[str, Any] | None:
+        from relay.idempotency import deserialize_item
+
+        item = self.ddb.get_item(
+            TableName=OPERATIONS_TABLE,
+            Key={"pk": {"S": f"OPERATION#{operation_id}"}, "sk": {"S": "OPERATION"}},
+        ).get("Item")
+        return deserialize_item(item) if item else None
+
+    def outbox_rows(self, operation_id: str) -> list[dict[str, Any]]:
+        from relay.idempotency import deserialize_item
+
+        items = self.ddb.query(
+            TableName=OPERATIONS_TABLE,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :outbox)",
+            ExpressionAttributeValues={
+                ":pk": {"S": f"OPERATION#{operation_id}"},
+                ":outbox": {"S": "OUTBOX#"},
+            },
+        )["Items"]
+        return [deserialize_item(i) for i in items]
+
+    def s3_keys(self, prefix: str = "payments/") -> list[str]:
+        response = self.s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
+        return sorted(o["Key"] for o in response.get("Contents", []))
+
+
+def create_infrastructure() -> Infrastructure:
+    """Call inside ``mock_aws``."""
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    s3 = boto3.client("s3", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    sns = boto3.client("sns", region_name=REGION)
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    table = ddb.create_table(
+        TableName=OPERATIONS_TABLE,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    ddb.create_table(
+        TableName=IDEMPOTENCY_TABLE,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    s3.create_bucket(Bucket=BUCKET)
+    topic_arn = sns.create_topic(Name=TOPIC)["TopicArn"]
+    infra = Infrastructure(
+        ddb=ddb,
+        s3=s3,
+        sqs=sqs,
+        sns=sns,
+        streams=streams,
+        topic_arn=topic_arn,
+        stream_arn=table["TableDescription"]["LatestStreamArn"],
+    )
+    for name, event_type in SUBSCRIPTIONS.items():
+        dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        url = sqs.create_queue(
+            QueueName=name,
+            Attributes={
+                "VisibilityTimeout": "30",
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}
+                ),
+            },
+        )["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(
+            TopicArn=topic_arn,
+            Protocol="sqs",
+            Endpoint=arn,
+            # Enveloped delivery (RawMessageDelivery off), as the stack configures it.
+            Attributes={
+                "FilterPolicy": json.dumps({"eventType": [event_type]}),
+                "RawMessageDelivery": "false",
+            },
+        )
+        infra.queues[name] = Queue(name, url, arn, dlq_url, dlq_arn)
+    return infra
+
+
+def lambda_sqs_event(messages: list[dict[str, Any]], queue: Queue) -> dict[str, Any]:
+    """SQS ReceiveMessage output -> the event Lambda's event source mapping would pass."""
+    records = []
+    for message in messages:
+        attributes = {
+            name: {"stringValue": value.get("StringValue"), "dataType": value["DataType"]}
+            for name, value in (message.get("MessageAttributes") or {}).items()
+        }
+        records.append(
+            {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": message.get("Attributes", {}),
+                "messageAttributes": attributes,
+                "md5OfBody": message.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue.arn,
+                "awsRegion": REGION,
+            }
+        )
+    return {"Records": records}
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+class Pump:
+    """Moves work through the pipeline the way the managed glue would."""
+
+    def __init__(self, infra: Infrastructure, *, deliveries: int = 2, publish_deliveries: int = 1) -> None:
+        from payments import invoice_worker, outbox_publisher, payment_worker, post_processor
+
+        self.infra = infra
+        self.deliveries = deliveries
+        self.publish_deliveries = publish_deliveries
+        self.handlers: dict[str, Handler] = {
+            "payment-requests": payment_worker.handler,
+            "post-processing": post_processor.handler,
+            "invoice-requests": invoice_worker.handler,
+        }
+        self.publisher: Handler = outbox_publisher.handler
+        self.context = FakeContext()
+        self._iterators: list[str] = []
+        self._pending_stream: list[dict[str, Any]] = []
+        self._shards_seen: set[str] = set()
+        self.invocations: dict[str, int] = {}
+
+    # stream -> outbox publisher ----------------------------------------------------------------
+
+    def _read_stream(self) -> list[dict[str, Any]]:
+        streams = self.infra.streams
+        description = streams.describe_stream(StreamArn=self.infra.stream_arn)["StreamDescription"]
+        for shard in description["Shards"]:
+            if shard["ShardId"] not in self._shards_seen:
+                self._shards_seen.add(shard["ShardId"])
+                self._iterators.append(
+                    streams.get_shard_iterator(
+                        StreamArn=self.infra.stream_arn,
+                        ShardId=shard["ShardId"],
+                        ShardIteratorType="TRIM_HORIZON",
+                    )["ShardIterator"]
+                )
+        records: list[dict[str, Any]] = []
+        next_iterators = []
+        for iterator in self._iterators:
+            response = streams.get_records(ShardIterator=iterator, Limit=1000)
+            records.extend(response.get("Records", []))
+            if response.get("NextShardIterator"):
+                next_iterators.append(response["NextShardIterator"])
+        self._iterators = next_iterators
+        for record in records:
+            record.setdefault("eventSourceARN", self.infra.stream_arn)
+        return records
+
+    def publish_outbox(self) -> int:
+        """Feed new stream records to the outbox publisher in batches of 100; failed records (and
+        everything after them, as a stream shard would) are offered again on the next call."""
+        records = self._pending_stream + self._read_stream()
+        self._pending_stream = []
+        published = 0
+        for start in range(0, len(records), 100):
+            batch = records[start : start + 100]
+            with environment(self.infra.env()):
+                # A stream batch can be handed to the publisher again (retry after a timeout):
+                # every row is then published twice and the consumers must not care.
+                for _ in range(self.publish_deliveries):
+                    response = self.publisher({"Records": batch}, self.context)
+                    self.invocations["outbox-publisher"] = self.invocations.get("outbox-publisher", 0) + 1
+            failures = [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
+            if failures:
+                first = next(i for i, r in enumerate(batch) if r["dynamodb"]["SequenceNumber"] == failures[0])
+                self._pending_stream = batch[first:] + records[start + 100 :]
+                return published + first
+            published += len(batch)
+        return published
+
+    # queues -> consumers -----------------------------------------------------------------------
+
+    def drain_queue(self, name: str) -> int:
+        """Receive every visible message once (so each receive count rises by one per round), hand
+        them to the handler in batches of 10, each batch ``deliveries`` times, and delete what the
+        last delivery's partial batch response reports handled. Returns messages received."""
+        queue = self.infra.queues[name]
+        messages = self.infra.receive_all(queue.url)
+        for start in range(0, len(messages), 10):
+            batch = messages[start : start + 10]
+            event = lambda_sqs_event(batch, queue)
+            failed: set[str] = set()
+            with environment({**self.infra.env(), **self.infra.consumer_env(name)}):
+                for _ in range(self.deliveries):
+                    response = self.handlers[name](event, self.context)
+                    self.invocations[name] = self.invocations.get(name, 0) + 1
+                    failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in enumerate(batch)
+                if m["MessageId"] not in failed
+            ]
+            if entries:
+                self.infra.sqs.delete_message_batch(QueueUrl=queue.url, Entries=entries)
+        return len(messages)
+
+    def step(self) -> int:
+        """One round over the stream and every queue; returns how much work was seen."""
+        work = self.publish_outbox()
+        for name in self.handlers:
+            work += self.drain_queue(name)
+        return work
+
+    def run(self, *, max_rounds: int = 1000, until: Callable[[], bool] | None = None) -> int:
+        """Pump until nothing moves (or ``until()`` holds); returns the rounds taken."""
+        for rounds in range(1, max_rounds + 1):
+            work = self.step()
+            if until is not None and until():
+                return rounds
+            if until is None and work == 0:
+                return rounds
+        raise AssertionError(f"the pipeline did not settle within {max_rounds} rounds")
+
+
+@contextmanager
+def moto_transactions_without_table_snapshots() -> Iterator[None]:
+    """moto backs up EVERY table touched by a TransactWriteItems with ``copy.deepcopy`` (items and
+    the whole stream history) before applying it, so a long run gets quadratically slower. This
+    replacement checks every condition against the state before the transaction and then applies
+    the writes -- DynamoDB's own all-or-nothing semantics -- without the snapshot. Used only by the
+    pipeline scenario; every other test runs against moto's own implementation."""
+    from moto.dynamodb.comparisons import get_filter_expression as condition_of
+    from moto.dynamodb.exceptions import (
+        ConditionalCheckFailed,
+        MultipleTransactionsException,
+        TooManyTransactionsException,
+        TransactionCanceledException,
+        TransactWriteSingleOpException,
+    )
+    from moto.dynamodb.models import DynamoDBBackend
+
+    original = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        if len(transact_items) > 100:
+            raise TooManyTransactionsException()
+        targets: set[tuple[str, str]] = set()
+        errors: list[tuple[Any, Any, Any]] = []
+        for item in transact_items:
+            if len(item) > 1:
+                raise TransactWriteSingleOpException
+            op_type, op = next(iter(item.items()))
+            table_name = op["TableName"]
+            if op_type == "Put":
+                table = self.get_table(table_name)
+                key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+                if table.range_key_attr is not None:
+                    key[table.range_key_attr] = op["Item"][table.range_key_attr]
+            else:
+                key = op["Key"]
+            target = (str(table_name), str(dict(sorted(key.items()))))
+            if target in targets:
+                raise MultipleTransactionsException()
+            targets.add(target)
+            current = self.get_item(table_name, key)
+            condition = op.get("ConditionExpression")
+            if condition is not None and not condition_of(
+                condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+            ).expr(current):
+                old = (
+                    current.to_json()["Attributes"]
+                    if current and op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+                    else None
+                )
+                errors.append(("ConditionalCheckFailed", ConditionalCheckFailed(item=old).message, old))
+            else:
+                errors.append((None, None, None))
+        if any(code is not None for code, _, _ in errors):
+            raise TransactionCanceledException(errors)
+        for item in transact_items:
+            op_type, op = next(iter(item.items()))
+            names = op.get("ExpressionAttributeNames")
+            values = op.get("ExpressionAttributeValues")
+            if op_type == "Put":
+                self.put_item(op["TableName"], op["Item"])
+            elif op_type == "Delete":
+                self.delete_item(op["TableName"], op["Key"])
+            elif op_type == "Update":
+                self.update_item(
+                    op["TableName"],
+                    op["Key"],
+                    update_expression=op["UpdateExpression"],
+                    expression_attribute_names=names,
+                    expression_attribute_values=values,
+                )
+
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]

@@ -1,0 +1,256 @@
+"""POST /payments and GET /operations/{operationId}: the HTTP side of the pipeline."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.handlers.payments.builders import (
+    accepted_operation,
+    body_of,
+    get_operation,
+    http_event,
+    outbox_envelope,
+    payment_request,
+    post_payment,
+)
+from tests.handlers.payments.pipeline import BUCKET, Infrastructure
+
+OPENAPI = Path(__file__).resolve().parents[3] / "functions" / "payments" / "openapi.json"
+
+
+def _nothing_stored(infra: Infrastructure) -> None:
+    assert infra.s3_keys() == []
+    assert infra.ddb.scan(TableName="payments-operations")["Items"] == []
+    assert infra.ddb.scan(TableName="payments-idempotency")["Items"] == []
+
+
+def test_post_payment_answers_202_with_location_and_pending_status(infra: Infrastructure) -> None:
+    response = post_payment(payment_request())
+
+    assert response["statusCode"] == 202
+    body = body_of(response)
+    assert body["status"] == "PENDING"
+    assert response["headers"]["Location"] == f"/operations/{body['operationId']}"
+
+
+def test_post_payment_stores_request_in_s3_and_operation_with_outbox_row_in_one_go(
+    infra: Infrastructure,
+) -> None:
+    request = payment_request(details={"blob": "x" * 200_000})
+    operation_id = accepted_operation(request)
+
+    stored = infra.s3.get_object(Bucket=BUCKET, Key=f"payments/{operation_id}/request.json")["Body"].read()
+    assert json.loads(stored) == request
+    item = infra.operation_item(operation_id)
+    assert item is not None
+    assert item["status"] == "PENDING" and item["version"] == 1
+    assert item["requestRef"]["sha256"] == hashlib.sha256(stored).hexdigest()
+    assert [(s["step"], s["status"]) for s in item["steps"]] == [("request", "ACCEPTED")]
+    assert item["createdAt"] == item["updatedAt"]
+    requested = outbox_envelope(infra, operation_id, "PaymentRequested")
+    assert (
+        requested.claim_check is not None
+        and requested.claim_check.key == f"payments/{operation_id}/request.json"
+    )
+    assert requested.ids["operationId"] == operation_id
+
+
+def test_get_operation_returns_status_steps_and_timestamps(infra: Infrastructure) -> None:
+    operation_id = accepted_operation()
+
+    response = get_operation(operation_id)
+
+    assert response["statusCode"] == 200
+    view = body_of(response)
+    assert view["operationId"] == operation_id
+    assert view["status"] == "PENDING"
+    assert view["steps"][0]["step"] == "request" and view["steps"][0]["status"] == "ACCEPTED"
+    assert view["createdAt"] and view["updatedAt"]
+    assert "error" not in view
+    assert view["results"]["request"] == f"s3://{BUCKET}/payments/{operation_id}/request.json"
+
+
+def test_get_unknown_operation_is_404_with_json_error(infra: Infrastructure) -> None:
+    response = get_operation("00000000-0000-4000-8000-000000000000")
+
+    assert response["statusCode"] == 404
+    assert body_of(response)["error"] == "OperationNotFound"
+
+
+def test_unknown_route_is_404(infra: Infrastructure) -> None:
+    from payments import api
+
+    from tests.builders import FakeContext
+
+    response = api.handler(http_event("GET", "/refunds"), FakeContext())
+
+    assert response["statusCode"] == 404
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"amount": "0"}, "amount"),
+        ({"amount": "-5.00"}, "amount"),
+        ({"amount": "12.345"}, "amount"),  # EUR has 2 minor units
+        ({"amount": "100.5", "currency": "JPY"}, "amount"),  # JPY has none
+        ({"amount": "abc"}, "amount"),
+        ({"amount": 12.5}, "amount"),  # a number, not a decimal string
+        ({"currency": "XXX"}, "currency"),
+        ({"currency": "eur"}, "currency"),
+        ({"paymentId": None}, "paymentId"),
+        ({"payer": ""}, "payer"),
+        ({"unexpected": 1}, "unexpected"),
+    ],
+)
+def test_invalid_body_is_400_with_field_errors_and_nothing_stored(
+    infra: Infrastructure, overrides: dict[str, object], field: str
+) -> None:
+    response = post_payment(payment_request(**overrides))
+
+    assert response["statusCode"] == 400
+    body = body_of(response)
+    assert body["error"] == "ValidationError"
+    assert field in [f["field"] for f in body["fields"]], body
+    _nothing_stored(infra)
+
+
+def test_amount_with_the_currencys_minor_units_is_accepted(infra: Infrastructure) -> None:
+    for amount, currency in (("1000", "JPY"), ("1.234", "KWD"), ("0.01", "USD")):
+        assert post_payment(payment_request(amount=amount, currency=currency))["statusCode"] == 202
+
+
+def test_body_that_is_not_json_is_400(infra: Infrastructure) -> None:
+    response = post_payment("{not json")
+
+    assert response["statusCode"] == 400
+    _nothing_stored(infra)
+
+
+def test_body_over_the_maximum_is_413_before_parsing(
+    infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from payments.runtime import reset_runtime
+
+    monkeypatch.setenv("MAX_BODY_BYTES", "1000")
+    reset_runtime()
+
+    too_big = post_payment(payment_request(details={"blob": "x" * 1000}))
+    not_json_but_too_big = post_payment("x" * 1001)
+    fits = post_payment(payment_request())
+
+    assert too_big["statusCode"] == 413
+    assert body_of(too_big)["error"] == "PayloadTooLarge"
+    assert not_json_but_too_big["statusCode"] == 413
+    assert fits["statusCode"] == 202
+
+
+def test_same_idempotency_key_and_body_returns_the_same_operation_without_storing_again(
+    infra: Infrastructure,
+) -> None:
+    request = payment_request()
+    first = post_payment(request, idempotency_key="client-key-1")
+    # Same JSON, different formatting and key order: still the same request.
+    second = post_payment(
+        json.dumps(dict(reversed(list(request.items()))), indent=2), idempotency_key="client-key-1"
+    )
+
+    assert first["statusCode"] == second["statusCode"] == 202
+    assert body_of(first)["operationId"] == body_of(second)["operationId"]
+    assert second["headers"]["Location"] == first["headers"]["Location"]
+    assert len(infra.s3_keys()) == 1
+    operations = infra.ddb.scan(
+        TableName="payments-operations",
+        FilterExpression="kind = :k",
+        ExpressionAttributeValues={":k": {"S": "operation"}},
+    )["Items"]
+    assert len(operations) == 1
+
+
+def test_same_idempotency_key_with_a_different_body_is_422_and_nothing_stored(infra: Infrastructure) -> None:
+    first = post_payment(payment_request(amount="10.00"), idempotency_key="client-key-2")
+    second = post_payment(payment_request(amount="99.00"), idempotency_key="client-key-2")
+
+    assert first["statusCode"] == 202
+    assert second["statusCode"] == 422
+    body = body_of(second)
+    assert body["error"] == "IdempotencyKeyMismatch"
+    assert "different request body" in body["message"] and body_of(first)["operationId"] in body["message"]
+    assert len(infra.s3_keys()) == 1
+
+
+def test_without_idempotency_key_every_post_is_a_new_operation(infra: Infrastructure) -> None:
+    request = payment_request()
+
+    first = accepted_operation(request)
+    second = accepted_operation(request)
+
+    assert first != second
+    assert len(infra.s3_keys()) == 2
+
+
+def test_concurrent_request_with_the_same_key_is_answered_as_the_winners_replay(
+    infra: Infrastructure,
+) -> None:
+    """The loser of the key race sees the transaction cancelled by the key item's condition."""
+    from payments.intake import accept_payment
+    from payments.models import PaymentRequest
+    from payments.runtime import runtime
+
+    request = PaymentRequest.model_validate(payment_request())
+    rt = runtime()
+    winner = accept_payment(
+        request,
+        idempotency_key="race",
+        correlation_id="c1",
+        store=rt.store,
+        s3_client=rt.s3,
+        bucket=BUCKET,
+        key_ttl_days=1,
+    )
+    original_get = rt.store.get_request_key
+    calls = {"n": 0}
+
+    def first_read_misses(key: str):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        return None if calls["n"] == 1 else original_get(key)
+
+    rt.store.get_request_key = first_read_misses  # type: ignore[method-assign]
+    loser = accept_payment(
+        request,
+        idempotency_key="race",
+        correlation_id="c2",
+        store=rt.store,
+        s3_client=rt.s3,
+        bucket=BUCKET,
+        key_ttl_days=1,
+    )
+
+    assert loser.operation_id == winner.operation_id and loser.replayed
+    operations = infra.ddb.scan(
+        TableName="payments-operations",
+        FilterExpression="kind = :k",
+        ExpressionAttributeValues={":k": {"S": "operation"}},
+    )["Items"]
+    assert len(operations) == 1
+
+
+def test_invalid_idempotency_key_header_is_400(infra: Infrastructure) -> None:
+    response = post_payment(payment_request(), idempotency_key="x" * 256)
+
+    assert response["statusCode"] == 400
+    assert any("idempotency-key" in f["field"].lower() for f in body_of(response)["fields"])
+
+
+def test_checked_in_openapi_document_is_current() -> None:
+    from payments.api import openapi_document
+
+    assert OPENAPI.exists(), "functions/payments/openapi.json is missing; generate it (see payments.api)"
+    assert OPENAPI.read_text() == openapi_document(), (
+        "functions/payments/openapi.json is stale: regenerate it with "
+        "PYTHONPATH=layers/relay/python:functions python -m payments.api > functions/payments/openapi.json"
+    )

@@ -1,0 +1,163 @@
+"""The operation state machine: every transition, and its rejection when illegal or stale."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.handlers.payments.builders import accepted_operation
+from tests.handlers.payments.pipeline import OPERATIONS_TABLE, Infrastructure
+
+from payments.operations import (  # isort: skip
+    ALLOWED,
+    AlreadyApplied,
+    IllegalTransition,
+    Operation,
+    OperationError,
+    Status,
+    plan_transition,
+)
+
+LEGAL = [(source, target) for source, targets in ALLOWED.items() for target in sorted(targets)]
+ILLEGAL = [
+    (source, target) for source, target in itertools.product(Status, Status) if target not in ALLOWED[source]
+]
+
+
+def operation_in(infra: Infrastructure, status: Status, version: int = 7) -> Operation:
+    """A real operation (via the API), forced into ``status`` at ``version``."""
+    from payments.runtime import runtime
+
+    operation_id = accepted_operation()
+    infra.ddb.update_item(
+        TableName=OPERATIONS_TABLE,
+        Key={"pk": {"S": f"OPERATION#{operation_id}"}, "sk": {"S": "OPERATION"}},
+        UpdateExpression="SET #s = :s, #v = :v",
+        ExpressionAttributeNames={"#s": "status", "#v": "version"},
+        ExpressionAttributeValues={":s": {"S": str(status)}, ":v": {"N": str(version)}},
+    )
+    operation = runtime().store.get_operation(operation_id)
+    assert operation is not None
+    return operation
+
+
+def apply(operation: Operation, target: Status) -> None:
+    from payments.runtime import runtime
+    from payments.steps import on_stale
+
+    store = runtime().store
+    error = OperationError("Test", "forced") if target is Status.FAILED else None
+    plan = plan_transition(operation, target, error=error, ttl_days=5)
+    store.apply([store.transition_write(plan, on_condition_failed=on_stale(plan, frozenset()))])
+
+
+@pytest.mark.parametrize(("source", "target"), LEGAL, ids=[f"{s}->{t}" for s, t in LEGAL])
+def test_every_legal_transition_is_applied_with_a_new_version_and_step(
+    infra: Infrastructure, source: Status, target: Status
+) -> None:
+    from payments.runtime import runtime
+
+    operation = operation_in(infra, source)
+
+    apply(operation, target)
+
+    after = runtime().store.get_operation(operation.operation_id)
+    assert after is not None
+    assert after.status is target
+    assert after.version == operation.version + 1
+    assert len(after.steps) == len(operation.steps) + 1
+    assert after.updated_at == after.steps[-1].at
+    assert (after.expires_at is not None) == target.terminal
+
+
+@pytest.mark.parametrize(("source", "target"), ILLEGAL, ids=[f"{s}->{t}" for s, t in ILLEGAL])
+def test_every_illegal_transition_is_rejected_before_anything_is_written(
+    source: Status, target: Status
+) -> None:
+    from relay.envelope import ClaimCheckRef
+
+    operation = Operation(
+        operation_id="op-1",
+        status=source,
+        version=1,
+        payment_id="pay-1",
+        correlation_id="c",
+        request_ref=ClaimCheckRef(bucket="b", key="k", sha256="0" * 64, size=1),
+        created_at="2024-01-01T00:00:00.000Z",
+        updated_at="2024-01-01T00:00:00.000Z",
+    )
+
+    with pytest.raises(IllegalTransition, match="not a legal transition"):
+        plan_transition(operation, target, error=OperationError("x", "y"), ttl_days=1)
+
+
+def test_stale_transition_from_an_old_state_is_rejected_by_dynamodb_and_not_applied(
+    infra: Infrastructure,
+) -> None:
+    from payments.runtime import runtime
+
+    read_earlier = operation_in(infra, Status.PENDING, version=1)
+    apply(read_earlier, Status.PAYMENT_PROCESSING)  # someone else moved it on
+    moved = runtime().store.get_operation(read_earlier.operation_id)
+    apply(moved, Status.PAYMENT_COMPLETED)  # type: ignore[arg-type]
+
+    with pytest.raises(IllegalTransition, match="not PENDING"):
+        apply(read_earlier, Status.FAILED)  # legal from PENDING, but PENDING is long gone
+
+    after = runtime().store.get_operation(read_earlier.operation_id)
+    assert after is not None and after.status is Status.PAYMENT_COMPLETED and after.error is None
+
+
+def test_transition_from_the_right_state_but_a_stale_version_is_retried_not_applied(
+    infra: Infrastructure,
+) -> None:
+    from payments.runtime import runtime
+
+    from relay.errors import TransientError
+
+    operation = operation_in(infra, Status.PAYMENT_PROCESSING, version=4)
+    stale = Operation(**{**operation.__dict__, "version": 3})
+
+    with pytest.raises(TransientError, match="changed concurrently"):
+        apply(stale, Status.PAYMENT_COMPLETED)
+
+    after = runtime().store.get_operation(operation.operation_id)
+    assert after is not None and after.status is Status.PAYMENT_PROCESSING and after.version == 4
+
+
+def test_transition_to_a_state_the_operation_already_passed_reads_as_already_applied(
+    infra: Infrastructure,
+) -> None:
+    from payments.runtime import runtime
+    from payments.steps import PAYMENT_DONE, on_stale
+
+    operation = operation_in(infra, Status.PAYMENT_PROCESSING, version=2)
+    apply(operation, Status.PAYMENT_COMPLETED)
+    store = runtime().store
+    plan = plan_transition(operation, Status.PAYMENT_COMPLETED)
+
+    with pytest.raises(AlreadyApplied):
+        store.apply([store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE))])
+
+
+@pytest.mark.parametrize(("target", "days"), [(Status.COMPLETED, 30), (Status.FAILED, 90)])
+def test_terminal_states_set_expires_at_from_their_retention(target: Status, days: int) -> None:
+    from relay.envelope import ClaimCheckRef
+
+    now = datetime(2024, 5, 1, tzinfo=UTC)
+    operation = Operation(
+        operation_id="op-1",
+        status=Status.INVOICE_PENDING,
+        version=5,
+        payment_id="pay-1",
+        correlation_id="c",
+        request_ref=ClaimCheckRef(bucket="b", key="k", sha256="0" * 64, size=1),
+        created_at="2024-01-01T00:00:00.000Z",
+        updated_at="2024-01-01T00:00:00.000Z",
+    )
+
+    plan = plan_transition(operation, target, now=now, error=OperationError("x", "y"), ttl_days=days)
+
+    assert plan.set_attributes["expires_at"] == int((now + timedelta(days=days)).timestamp())

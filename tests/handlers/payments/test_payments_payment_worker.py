@@ -1,0 +1,346 @@
+"""The payment worker: PaymentRequested / PaymentStatusCheckDue -> legacy payment system."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from local.fakes.legacy_payments import LegacyPaymentsFake
+from tests.builders import FakeContext
+from tests.handlers.payments.builders import (
+    accepted_operation,
+    deliver,
+    failed_ids,
+    message_ids,
+    outbox_envelope,
+    payment_request,
+    queued_event,
+)
+from tests.handlers.payments.pipeline import BUCKET, IDEMPOTENCY_TABLE, Infrastructure, lambda_sqs_event
+
+
+def run(event: dict[str, Any]) -> dict[str, Any]:
+    from payments import payment_worker
+
+    return payment_worker.handler(event, FakeContext())
+
+
+def requested(infra: Infrastructure, **request: Any) -> tuple[str, dict[str, Any]]:
+    operation_id = accepted_operation(payment_request(**request))
+    return operation_id, queued_event(infra, "payment-requests", expect=1)
+
+
+def status(infra: Infrastructure, operation_id: str) -> str:
+    item = infra.operation_item(operation_id)
+    assert item is not None
+    return str(item["status"])
+
+
+def dlq(infra: Infrastructure) -> list[dict[str, Any]]:
+    return infra.receive_all(infra.queues["payment-requests"].dlq_url)
+
+
+class SqsSpy:
+    """Wraps the runtime's SQS client to record send_message calls."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.sent: list[dict[str, Any]] = []
+
+    def send_message(self, **kwargs: Any) -> Any:
+        self.sent.append(kwargs)
+        return self.real.send_message(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def spy_sqs() -> SqsSpy:
+    from payments.runtime import runtime
+
+    rt = runtime()
+    spy = SqsSpy(rt.sqs)
+    rt.__dict__["sqs"] = spy
+    return spy
+
+
+def test_completed_payment_commits_state_outbox_and_marker_with_result_in_s3(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    operation_id, event = requested(infra)
+
+    response = run(event)
+
+    assert failed_ids(response) == []
+    item = infra.operation_item(operation_id)
+    assert item is not None
+    assert item["status"] == "PAYMENT_COMPLETED" and item["version"] == 3
+    assert [(s["step"], s["status"]) for s in item["steps"]] == [
+        ("request", "ACCEPTED"),
+        ("payment", "STARTED"),
+        ("payment", "COMPLETED"),
+    ]
+    assert item["paymentRef"].startswith("PAY-")
+    assert item["resultRef"]["key"] == f"payments/{operation_id}/result.json"
+    assert f"payments/{operation_id}/result.json" in infra.s3_keys()
+    completed = outbox_envelope(infra, operation_id, "PaymentCompleted")
+    assert completed.claim_check is not None and completed.claim_check.sha256 == item["resultRef"]["sha256"]
+    assert completed.ids["paymentRef"] == item["paymentRef"]
+    assert legacy.charges_by_operation() == {operation_id: 1}
+    assert legacy.charges() == {f"{operation_id}:payment": 1}
+    requested_event = outbox_envelope(infra, operation_id, "PaymentRequested")
+    marker = infra.ddb.get_item(
+        TableName=IDEMPOTENCY_TABLE, Key={"id": {"S": f"event#{requested_event.event_id}"}}
+    )
+    assert "Item" in marker
+
+
+def test_duplicate_delivery_is_acknowledged_without_second_effect(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    operation_id, event = requested(infra)
+    run(event)
+    calls_after_first = len(legacy.calls())
+    item_after_first = infra.operation_item(operation_id)
+
+    response = run(event)
+
+    assert failed_ids(response) == []
+    assert len(legacy.calls()) == calls_after_first
+    assert infra.operation_item(operation_id) == item_after_first
+    assert [r["eventType"] for r in infra.outbox_rows(operation_id)].count("PaymentCompleted") == 1
+
+
+def test_crash_after_commit_before_acknowledgement_charges_nothing_more_on_redelivery(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    operation_id, event = requested(infra)
+    run(event)  # committed; the acknowledgement is "lost": the message is never deleted
+
+    response = run(event)  # SQS hands the same message out again after its visibility timeout
+
+    assert failed_ids(response) == []
+    assert legacy.charges_by_operation()[operation_id] == 1
+    assert status(infra, operation_id) == "PAYMENT_COMPLETED"
+
+
+def test_crash_after_the_charge_before_the_commit_is_redone_without_second_charge(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import payments.steps
+
+    operation_id, event = requested(infra)
+    real_commit = payments.steps.commit_once
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("the process died before committing")
+
+    monkeypatch.setattr(payments.steps, "commit_once", crash)
+    first = run(event)
+    assert failed_ids(first) == message_ids(event)
+    assert status(infra, operation_id) == "PAYMENT_PROCESSING"
+
+    monkeypatch.setattr(payments.steps, "commit_once", real_commit)
+    second = run(event)
+
+    assert failed_ids(second) == []
+    assert status(infra, operation_id) == "PAYMENT_COMPLETED"
+    assert legacy.charges_by_operation()[operation_id] == 1
+
+
+def test_legacy_timeout_is_retried_and_charges_once(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    operation_id, event = requested(infra)
+    legacy.set_knobs(timeout_rate=1.0)
+
+    started = time.monotonic()
+    first = run(event)
+
+    assert time.monotonic() - started < 2.5, "the client timeout (1 s) must cut the call short"
+    assert failed_ids(first) == message_ids(event)
+    assert status(infra, operation_id) == "PAYMENT_PROCESSING"
+    assert legacy.charges_by_operation() == {}
+
+    legacy.set_knobs(timeout_rate=0.0)
+    second = run(event)
+
+    assert failed_ids(second) == []
+    assert status(infra, operation_id) == "PAYMENT_COMPLETED"
+    assert legacy.charges_by_operation() == {operation_id: 1}
+
+
+def test_legacy_reply_lost_after_the_charge_is_retried_without_second_charge(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    operation_id, event = requested(infra)
+    legacy.set_knobs(fail_after_commit_rate=1.0, fail_after_commit_mode="drop")
+
+    first = run(event)
+    legacy.set_knobs(fail_after_commit_rate=0.0)
+    second = run(event)
+
+    assert failed_ids(first) == message_ids(event)
+    assert failed_ids(second) == []
+    assert legacy.charges_by_operation() == {operation_id: 1}
+
+
+def test_legacy_outage_backs_the_message_off_instead_of_failing_the_operation(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    operation_id, event = requested(infra)
+    legacy.set_knobs(outage=True)
+
+    response = run(event)
+
+    assert failed_ids(response) == message_ids(event)
+    assert status(infra, operation_id) == "PAYMENT_PROCESSING"
+    assert dlq(infra) == []
+    # Backed off with ChangeMessageVisibility: not visible again at once.
+    assert infra.receive_all(infra.queues["payment-requests"].url) == []
+
+
+def test_rejected_payment_fails_the_operation_announces_it_and_is_not_parked(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    legacy.set_knobs(reject_payers=frozenset({"acct-blocked"}))
+    operation_id, event = requested(infra, payer="acct-blocked")
+
+    response = run(event)
+
+    assert failed_ids(response) == []
+    assert dlq(infra) == []
+    item = infra.operation_item(operation_id)
+    assert item is not None
+    assert item["status"] == "FAILED"
+    assert item["error"]["code"] == "PaymentRejected" and "acct-blocked" in item["error"]["message"]
+    assert (item["steps"][-1]["step"], item["steps"][-1]["status"]) == ("payment", "FAILED")
+    expected_expiry = (datetime.now(UTC) + timedelta(days=90)).timestamp()
+    assert abs(int(item["expiresAt"]) - expected_expiry) < 60
+    failed = outbox_envelope(infra, operation_id, "PaymentFailed")
+    assert failed.payload == {"code": "PaymentRejected", "reason": item["error"]["message"]}
+    assert legacy.charges_by_operation() == {}
+
+
+def test_accepted_still_processing_schedules_a_delayed_status_check_with_backoff(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    legacy.set_knobs(accept_then_complete_after=5)
+    operation_id, event = requested(infra)
+    spy = spy_sqs()
+
+    response = run(event)
+
+    assert failed_ids(response) == []
+    item = infra.operation_item(operation_id)
+    assert item is not None and item["status"] == "PAYMENT_PROCESSING" and item["paymentAcceptedAt"]
+    (check,) = spy.sent
+    assert check["QueueUrl"] == infra.queues["payment-requests"].url
+    assert 30 <= check["DelaySeconds"] <= 900
+    assert '"eventType":"PaymentStatusCheckDue"' in check["MessageBody"]
+    assert '"attempt":1' in check["MessageBody"]
+
+
+def test_status_checks_continue_until_the_payment_completes_and_charge_once(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from payments.runtime import reset_runtime
+
+    monkeypatch.setenv("PAYMENT_CHECK_BASE_DELAY_SECONDS", "0")
+    reset_runtime()
+    legacy.set_knobs(accept_then_complete_after=3)
+    operation_id, event = requested(infra)
+    queue = infra.queues["payment-requests"]
+
+    run(event)
+    run(event)  # every delivery twice: the duplicate must not start a second check chain
+    checks = 0
+    while status(infra, operation_id) == "PAYMENT_PROCESSING":
+        messages = infra.receive_all(queue.url)
+        assert len(messages) == 1, "exactly one status check is pending at a time"
+        check_event = lambda_sqs_event(messages, queue)
+        run(check_event)
+        run(check_event)
+        checks += 1
+        assert checks < 5
+
+    assert status(infra, operation_id) == "PAYMENT_COMPLETED"
+    assert legacy.charges_by_operation() == {operation_id: 1}
+    assert infra.receive_all(queue.url) == []
+
+
+def test_payment_still_processing_after_the_maximum_age_fails_with_timeout(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    legacy.set_knobs(accept_then_complete_after=100)
+    operation_id, event = requested(infra)
+    spy = spy_sqs()
+    run(event)
+    (check,) = spy.sent
+    long_ago = (datetime.now(UTC) - timedelta(seconds=3601)).isoformat().replace("+00:00", "Z")
+    infra.ddb.update_item(
+        TableName="payments-operations",
+        Key={"pk": {"S": f"OPERATION#{operation_id}"}, "sk": {"S": "OPERATION"}},
+        UpdateExpression="SET paymentAcceptedAt = :t",
+        ExpressionAttributeValues={":t": {"S": long_ago}},
+    )
+
+    response = run(deliver(infra, "payment-requests", check["MessageBody"]))
+
+    assert failed_ids(response) == []
+    item = infra.operation_item(operation_id)
+    assert item is not None and item["status"] == "FAILED"
+    assert item["error"]["code"] == "PaymentTimedOut"
+    assert outbox_envelope(infra, operation_id, "PaymentFailed").payload["code"] == "PaymentTimedOut"
+    assert len(spy.sent) == 1, "no further check after giving up"
+
+
+def test_tampered_claim_check_is_parked_with_the_reason_and_changes_nothing(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    operation_id, event = requested(infra)
+    infra.s3.put_object(
+        Bucket=BUCKET, Key=f"payments/{operation_id}/request.json", Body=b'{"amount":"999999.00"}'
+    )
+
+    response = run(event)
+
+    assert failed_ids(response) == []  # parked = acknowledged here
+    (parked,) = dlq(infra)
+    assert parked["MessageAttributes"]["relay.errorClass"]["StringValue"] == "ClaimCheckMismatch"
+    assert "request.json" in parked["MessageAttributes"]["relay.errorMessage"]["StringValue"]
+    assert parked["Body"] == event["Records"][0]["body"]
+    assert status(infra, operation_id) == "PENDING"
+    assert legacy.calls() == []
+
+
+def test_unparseable_message_is_parked(infra: Infrastructure, legacy: LegacyPaymentsFake) -> None:
+    event = deliver(infra, "payment-requests", "{this is not an envelope")
+
+    response = run(event)
+
+    assert failed_ids(response) == []
+    (parked,) = dlq(infra)
+    assert parked["MessageAttributes"]["relay.errorClass"]["StringValue"] == "InvalidInput"
+    assert legacy.calls() == []
+
+
+def test_payment_requested_for_an_operation_already_past_payment_is_acknowledged_without_effect(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    operation_id, event = requested(infra)
+    run(event)
+    infra.ddb.delete_item(
+        TableName=IDEMPOTENCY_TABLE,
+        Key={"id": {"S": f"event#{outbox_envelope(infra, operation_id, 'PaymentRequested').event_id}"}},
+    )  # even without the marker (expired), the state says the step is done
+    calls = len(legacy.calls())
+
+    response = run(event)
+
+    assert failed_ids(response) == []
+    assert len(legacy.calls()) == calls
+    assert dlq(infra) == []
