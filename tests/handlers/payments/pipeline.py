@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
 
+from local.moto_patches import fast_atomic_dynamodb
 from tests.builders import FakeContext
 
 REGION = "us-east-1"
@@ -329,80 +330,8 @@ class Pump:
         raise AssertionError(f"the pipeline did not settle within {max_rounds} rounds")
 
 
-@contextmanager
-def moto_transactions_without_table_snapshots() -> Iterator[None]:
-    """moto backs up EVERY table touched by a TransactWriteItems with ``copy.deepcopy`` (items and
-    the whole stream history) before applying it, so a long run gets quadratically slower. This
-    replacement checks every condition against the state before the transaction and then applies
-    the writes -- DynamoDB's own all-or-nothing semantics -- without the snapshot. Used only by the
-    pipeline scenario; every other test runs against moto's own implementation."""
-    from moto.dynamodb.comparisons import get_filter_expression as condition_of
-    from moto.dynamodb.exceptions import (
-        ConditionalCheckFailed,
-        MultipleTransactionsException,
-        TooManyTransactionsException,
-        TransactionCanceledException,
-        TransactWriteSingleOpException,
-    )
-    from moto.dynamodb.models import DynamoDBBackend
-
-    original = DynamoDBBackend.transact_write_items
-
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        if len(transact_items) > 100:
-            raise TooManyTransactionsException()
-        targets: set[tuple[str, str]] = set()
-        errors: list[tuple[Any, Any, Any]] = []
-        for item in transact_items:
-            if len(item) > 1:
-                raise TransactWriteSingleOpException
-            op_type, op = next(iter(item.items()))
-            table_name = op["TableName"]
-            if op_type == "Put":
-                table = self.get_table(table_name)
-                key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
-                if table.range_key_attr is not None:
-                    key[table.range_key_attr] = op["Item"][table.range_key_attr]
-            else:
-                key = op["Key"]
-            target = (str(table_name), str(dict(sorted(key.items()))))
-            if target in targets:
-                raise MultipleTransactionsException()
-            targets.add(target)
-            current = self.get_item(table_name, key)
-            condition = op.get("ConditionExpression")
-            if condition is not None and not condition_of(
-                condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
-            ).expr(current):
-                old = (
-                    current.to_json()["Attributes"]
-                    if current and op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
-                    else None
-                )
-                errors.append(("ConditionalCheckFailed", ConditionalCheckFailed(item=old).message, old))
-            else:
-                errors.append((None, None, None))
-        if any(code is not None for code, _, _ in errors):
-            raise TransactionCanceledException(errors)
-        for item in transact_items:
-            op_type, op = next(iter(item.items()))
-            names = op.get("ExpressionAttributeNames")
-            values = op.get("ExpressionAttributeValues")
-            if op_type == "Put":
-                self.put_item(op["TableName"], op["Item"])
-            elif op_type == "Delete":
-                self.delete_item(op["TableName"], op["Key"])
-            elif op_type == "Update":
-                self.update_item(
-                    op["TableName"],
-                    op["Key"],
-                    update_expression=op["UpdateExpression"],
-                    expression_attribute_names=names,
-                    expression_attribute_values=values,
-                )
-
-    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+def moto_transactions_without_table_snapshots() -> AbstractContextManager[None]:
+    """moto's TransactWriteItems deep-copies every table it touches (with its stream history), which
+    makes a long run quadratic; the sandbox's emulator uses the same replacement. Only the pipeline
+    scenario uses it; every other test runs against moto's own implementation."""
+    return fast_atomic_dynamodb()

@@ -1,0 +1,74 @@
+"""Sandbox throughput: N payment operations POST → COMPLETED through the local sandbox.
+
+Prints ``sandbox_ops_per_second``, ``sandbox_p50_seconds`` and ``sandbox_p99_seconds``; never
+asserts (goal from the spec: 1,000 within 60 s on 2 cores, p99 ≤ 10 s). N from ``BENCH_OPERATIONS``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+import requests
+
+from local.emulator import free_port
+from local.sandbox import Sandbox, SandboxConfig, snapshot
+
+
+def main() -> None:
+    count = int(os.environ.get("BENCH_OPERATIONS", "1000"))
+    config = SandboxConfig(emulator_port=free_port(), api_port=free_port(), write_state=False)
+    with Sandbox(config, log=lambda *_: None) as sb:
+        session = requests.Session()
+        accepted: dict[str, float] = {}
+
+        def submit(i: int) -> None:
+            body = {
+                "paymentId": f"bench-{i}-{uuid.uuid4().hex[:6]}",
+                "amount": "10.00",
+                "currency": "EUR",
+                "payer": "bench",
+                "payee": "relay-shop",
+                "details": {},
+            }
+            r = session.post(
+                f"{sb.api_url}/payments", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}
+            )
+            if r.status_code == 202:
+                accepted[r.json()["operationId"]] = time.time()
+
+        started = time.time()
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(submit, range(count)))
+        deadline = started + 600
+        while time.time() < deadline:
+            ops = snapshot(sb.state())["operations"]
+            if ops.get("COMPLETED", 0) + ops.get("FAILED", 0) >= len(accepted):
+                break
+            time.sleep(1)
+        elapsed = time.time() - started
+        latencies = []
+        for op, at in accepted.items():
+            view = session.get(f"{sb.api_url}/operations/{op}").json()
+            if view.get("status") == "COMPLETED":
+                done = datetime.fromisoformat(view["steps"][-1]["at"].replace("Z", "+00:00")).timestamp()
+                latencies.append(done - at)
+        latencies.sort()
+        completed = len(latencies)
+        p99 = (
+            latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
+            if latencies
+            else float("nan")
+        )
+        print(f"sandbox_operations {count} (completed {completed})")
+        print(f"sandbox_ops_per_second {completed / elapsed:.2f}")
+        print(f"sandbox_p50_seconds {statistics.median(latencies) if latencies else float('nan'):.2f}")
+        print(f"sandbox_p99_seconds {p99:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""``python -m local demo``: the payments scenario over real HTTP and AWS APIs, then the verdict.
+
+What it does to the running sandbox, and the invariant each step protects:
+* N payments over HTTP; a share of them sent twice with the same ``Idempotency-Key`` (a client
+  retry) -> the same operationId comes back, one operation exists;
+* a legacy outage (fake knob) in the middle of the run that recovers -> retried, still one charge;
+* duplicate deliveries: already-published ``PaymentRequested`` envelopes published to the topic
+  again (as SNS may do) -> no second charge;
+* a poison message sent straight to the payment-requests queue -> parked in the DLQ with a reason.
+Exit code 0 only when every operation COMPLETED, each was charged and invoiced exactly once, and
+the only parked message is the poison one.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+import requests
+
+from local.emulator import client
+from local.sandbox import Sandbox, snapshot, status_line
+
+TERMINAL = {"COMPLETED", "FAILED"}
+
+
+def payment_body(i: int) -> dict[str, Any]:
+    return {
+        "paymentId": f"pay-{i:05d}-{uuid.uuid4().hex[:6]}",
+        "orderId": f"order-{i:05d}",
+        "amount": f"{10 + i % 90}.{i % 100:02d}",
+        "currency": "EUR",
+        "payer": f"customer-{i % 17}",
+        "payee": "relay-shop",
+        "details": {"note": "sandbox demo"},
+    }
+
+
+class Scenario:
+    def __init__(self, sandbox: Sandbox, *, payments: int = 200, retry_every: int = 10) -> None:
+        self.sb = sandbox
+        self.payments = payments
+        self.retry_every = retry_every
+        self.accepted: dict[str, float] = {}  # operationId -> time of the 202
+        self.completed: dict[str, float] = {}
+        self.final: dict[str, str] = {}
+        self.replay_mismatches = 0
+        self.replays = 0
+        self.http_errors: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.local = threading.local()
+
+    def session(self) -> requests.Session:
+        if not hasattr(self.local, "session"):
+            self.local.session = requests.Session()
+        session: requests.Session = self.local.session
+        return session
+
+    def submit(self, i: int) -> None:
+        body = payment_body(i)
+        key = f"demo-{i}-{uuid.uuid4().hex[:8]}"
+        url = f"{self.sb.api_url}/payments"
+        response = self.session().post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
+        if response.status_code != 202:
+            with self.lock:
+                self.http_errors[f"POST {response.status_code}"] += 1
+            return
+        operation = response.json()["operationId"]
+        with self.lock:
+            self.accepted.setdefault(operation, time.time())
+        if i % self.retry_every == 0:
+            # The client did not see the first answer and retries with the same key and body.
+            again = self.session().post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
+            with self.lock:
+                self.replays += 1
+                if again.status_code != 202 or again.json().get("operationId") != operation:
+                    self.replay_mismatches += 1
+
+    def poll(self, operation: str) -> None:
+        """GET the operation over HTTP once; its steps say when it completed."""
+        response = self.session().get(f"{self.sb.api_url}/operations/{operation}", timeout=30)
+        if response.status_code != 200:
+            return
+        view = response.json()
+        status = view.get("status", "")
+        if status in TERMINAL:
+            with self.lock:
+                self.final[operation] = status
+                if status == "COMPLETED" and view.get("steps"):
+                    finished = datetime.fromisoformat(str(view["steps"][-1]["at"]).replace("Z", "+00:00"))
+                    self.completed[operation] = finished.timestamp()
+
+    def duplicate_deliveries(self, count: int) -> int:
+        """Publish already-published PaymentRequested envelopes again, as an SNS redelivery would."""
+        ddb = client("dynamodb", self.sb.endpoint)
+        sns = client("sns", self.sb.endpoint)
+        topic = next(iter(self.sb.topology.topics.values()))
+        for name, arn in self.sb.topology.topics.items():
+            if "payment-events" in name:
+                topic = arn
+        table = next(t for t in self.sb.topology.tables if t.endswith("operations"))
+        sent = 0
+        for page in ddb.get_paginator("scan").paginate(TableName=table):
+            for item in page.get("Items", []):
+                if sent >= count:
+                    return sent
+                if item.get("eventType", {}).get("S") == "PaymentRequested" and "envelope" in item:
+                    envelope = json.loads(item["envelope"]["S"])
+                    sns.publish(
+                        TopicArn=topic,
+                        Message=item["envelope"]["S"],
+                        MessageAttributes={
+                            "eventType": {"DataType": "String", "StringValue": "PaymentRequested"},
+                            "correlationId": {
+                                "DataType": "String",
+                                "StringValue": str(envelope.get("correlationId") or "demo"),
+                            },
+                        },
+                    )
+                    sent += 1
+        return sent
+
+    def poison(self) -> str:
+        sqs = client("sqs", self.sb.endpoint)
+        url = next(u for n, u in self.sb.topology.queues.items() if n.endswith("payment-requests"))
+        return str(sqs.send_message(QueueUrl=url, MessageBody='{"this is": not an envelope')["MessageId"])
+
+    def parked(self) -> list[tuple[str, str, str]]:
+        """(queue, errorClass, errorMessage) of every message in a DLQ, read without consuming it."""
+        sqs = client("sqs", self.sb.endpoint)
+        found = []
+        for name in sorted(self.sb.topology.dlqs):
+            url = self.sb.topology.queues[name]
+            seen: set[str] = set()
+            for _ in range(5):
+                messages = sqs.receive_message(
+                    QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=0
+                ).get("Messages", [])
+                for m in messages:
+                    if m["MessageId"] in seen:
+                        continue
+                    seen.add(m["MessageId"])
+                    attrs = m.get("MessageAttributes", {})
+                    found.append(
+                        (
+                            name,
+                            attrs.get("relay.errorClass", {}).get("StringValue", "(redriven by SQS)"),
+                            attrs.get("relay.errorMessage", {}).get("StringValue", "no reason recorded")[:70],
+                        )
+                    )
+                if not messages:
+                    break
+        return found
+
+    def run(self, out: Any = sys.stdout) -> bool:
+        started = time.time()
+        outage_at, outage_for = self.payments // 3, 3.0
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            futures: list[Future[None]] = []
+            for i in range(self.payments):
+                if i == outage_at:
+                    for f in futures:
+                        f.result()
+                    self.sb.legacy.set_knobs(outage=True)
+                    print(f"  legacy payment system DOWN for {outage_for:.0f} s", file=out)
+                    threading.Timer(outage_for, lambda: self.sb.legacy.set_knobs(outage=False)).start()
+                futures.append(pool.submit(self.submit, i))
+            for f in futures:
+                f.result()
+        poison_id = self.poison()
+        print(f"  {len(self.accepted)} payments accepted; poison message {poison_id[:8]} sent", file=out)
+        duplicates_sent = 0
+        deadline = time.time() + 100
+        # Progress comes from one table scan a second (cheap); each operation is then read once
+        # over HTTP, so the watching does not compete with the work for the 2 cores.
+        while time.time() < deadline:
+            snap = snapshot(self.sb.state())
+            terminal = sum(n for state, n in snap["operations"].items() if state in TERMINAL)
+            if not duplicates_sent and terminal >= len(self.accepted) // 2:
+                duplicates_sent = self.duplicate_deliveries(10)
+                print(
+                    f"\n  re-published {duplicates_sent} PaymentRequested events (duplicate delivery)",
+                    file=out,
+                )
+            print(f"\r  [{time.time() - started:5.1f}s] {status_line(snap)}  ", end="", file=out, flush=True)
+            idle = self.sb.in_flight() == 0 and not any(
+                q["visible"] + q["inFlight"] for q in snap["queues"].values()
+            )
+            if duplicates_sent and terminal >= len(self.accepted) and idle:
+                break
+            time.sleep(1)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(self.poll, list(self.accepted)))
+        print(file=out)
+        return self.report(poison_id, duplicates_sent, out)
+
+    def report(self, poison_id: str, duplicates_sent: int, out: Any) -> bool:
+        charges = self.sb.legacy.charges_by_operation()
+        invoices = self.sb.invoices.invoices_by_operation()
+        states = Counter(self.final.get(op, "NOT TERMINAL") for op in self.accepted)
+        charge_counts = Counter(charges.get(op, 0) for op in self.accepted)
+        invoice_counts = Counter(invoices.get(op, 0) for op in self.accepted)
+        parked = self.parked()
+        latencies = sorted(self.completed[op] - self.accepted[op] for op in self.completed)
+        legacy_calls = self.sb.legacy.calls()
+        outage_rejections = sum(1 for c in legacy_calls if c.get("fault") == "outage")
+        retried = sum(
+            item.stats.failed_records for item in (self.sb.mappings.items if self.sb.mappings else [])
+        )
+
+        def p(q: float) -> float:
+            if not latencies:
+                return float("nan")
+            return latencies[min(len(latencies) - 1, round(q * (len(latencies) - 1)))]
+
+        rows = [("operations accepted (202)", str(len(self.accepted)))]
+        rows += [(f"  {state}", str(n)) for state, n in sorted(states.items())]
+        rows.append(
+            (f"client retries, same Idempotency-Key ({self.replays})", f"{self.replay_mismatches} mismatches")
+        )
+        rows += [(f"operations charged {n}×", str(c)) for n, c in sorted(charge_counts.items())]
+        rows += [(f"operations invoiced {n}×", str(c)) for n, c in sorted(invoice_counts.items())]
+        rows.append(("duplicate deliveries injected", str(duplicates_sent)))
+        rows.append(("legacy calls refused by the outage", str(outage_rejections)))
+        rows.append(("records retried by the mappings", str(retried)))
+        rows.append(("messages parked", str(len(parked))))
+        rows += [(f"  {queue.removeprefix('relay-dev-')}", f"{cls}: {msg}") for queue, cls, msg in parked]
+        rows.append(
+            (
+                "202 → COMPLETED p50 / p99",
+                f"{statistics.median(latencies) if latencies else float('nan'):.2f} s / {p(0.99):.2f} s",
+            )
+        )
+        if self.http_errors:
+            rows.append(("HTTP errors", ", ".join(f"{k}: {v}" for k, v in self.http_errors.items())))
+        width = max(len(r[0]) for r in rows)
+        print("", file=out)
+        for label, value in rows:
+            print(f"  {label:<{width}}  {value}", file=out)
+        checks = {
+            "every operation COMPLETED": states == Counter({"COMPLETED": len(self.accepted)}),
+            "every operation charged exactly once": charge_counts == Counter({1: len(self.accepted)}),
+            "every operation invoiced exactly once": invoice_counts == Counter({1: len(self.accepted)}),
+            "client retries returned the same operation": self.replay_mismatches == 0,
+            "only the poison message is parked, with a reason": len(parked) == 1
+            and parked[0][1] != "(redriven by SQS)",
+            "no HTTP errors": not self.http_errors,
+        }
+        print("", file=out)
+        for name, ok in checks.items():
+            print(f"  {'PASS' if ok else 'FAIL'}  {name}", file=out)
+        return all(checks.values())
+
+
+def run_demo(sandbox: Sandbox, payments: int = 200) -> int:
+    print(f"\ndemo: {payments} payments through {sandbox.api_url}", flush=True)
+    ok = Scenario(sandbox, payments=payments).run()
+    return 0 if ok else 1

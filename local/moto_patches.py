@@ -1,0 +1,133 @@
+"""Patches that make moto usable as a long-running emulator. Shared by the sandbox's moto server process
+and the in-process pipeline test, so both run the same code.
+
+1. moto keeps every model object it ever creates for its `/moto-api` dashboard (each received SQS
+   message copy, each stream shard iterator): memory and CPU grow without bound in a long run.
+2. moto's TransactWriteItems backs up EVERY table it touches with `copy.deepcopy` (items and the whole
+   stream history) before applying, so a long run gets quadratically slower. The replacement checks
+   every condition against the state before the transaction and then applies the writes — DynamoDB's
+   own all-or-nothing semantics — without the snapshot, with `CancellationReasons` (and ALL_OLD items)
+   as DynamoDB returns them.
+3. moto's server is threaded and its DynamoDB backend has no locks: two concurrent conditional writes
+   could both pass their check. Every DynamoDB write (single or transactional) runs under one lock, so
+   conditions are atomic as they are in DynamoDB — the property idempotency depends on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_WRITE_LOCK = threading.RLock()
+_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+
+
+def untrack_models() -> None:
+    from moto.core.common_models import BaseModel
+
+    def _untracked_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return object.__new__(cls)
+
+    BaseModel.__new__ = _untracked_new  # type: ignore[method-assign]
+
+
+def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+    from moto.dynamodb.comparisons import get_filter_expression as condition_of
+    from moto.dynamodb.exceptions import (
+        ConditionalCheckFailed,
+        MultipleTransactionsException,
+        TooManyTransactionsException,
+        TransactionCanceledException,
+        TransactWriteSingleOpException,
+    )
+
+    if len(transact_items) > 100:
+        raise TooManyTransactionsException()
+    targets: set[tuple[str, str]] = set()
+    reasons: list[tuple[Any, Any, Any]] = []
+    for item in transact_items:
+        if len(item) > 1:
+            raise TransactWriteSingleOpException
+        op_type, op = next(iter(item.items()))
+        table_name = op["TableName"]
+        if op_type == "Put":
+            table = self.get_table(table_name)
+            key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+            if table.range_key_attr is not None:
+                key[table.range_key_attr] = op["Item"][table.range_key_attr]
+        else:
+            key = op["Key"]
+        target = (str(table_name), str(dict(sorted(key.items()))))
+        if target in targets:
+            raise MultipleTransactionsException()
+        targets.add(target)
+        current = self.get_item(table_name, key)
+        condition = op.get("ConditionExpression")
+        if condition is not None and not condition_of(
+            condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+        ).expr(current):
+            old = (
+                current.to_json()["Attributes"]
+                if current and op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+                else None
+            )
+            reasons.append(("ConditionalCheckFailed", ConditionalCheckFailed(item=old).message, old))
+        else:
+            reasons.append((None, None, None))
+    if any(code is not None for code, _, _ in reasons):
+        raise TransactionCanceledException(reasons)
+    for item in transact_items:
+        op_type, op = next(iter(item.items()))
+        if op_type == "Put":
+            self.put_item(op["TableName"], op["Item"])
+        elif op_type == "Delete":
+            self.delete_item(op["TableName"], op["Key"])
+        elif op_type == "Update":
+            self.update_item(
+                op["TableName"],
+                op["Key"],
+                update_expression=op["UpdateExpression"],
+                expression_attribute_names=op.get("ExpressionAttributeNames"),
+                expression_attribute_values=op.get("ExpressionAttributeValues"),
+            )
+
+
+def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _WRITE_LOCK:
+            return method(*args, **kwargs)
+
+    wrapper.__wrapped__ = method  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _install_dynamodb() -> dict[str, Callable[..., Any]]:
+    from moto.dynamodb.models import DynamoDBBackend
+
+    originals = {name: getattr(DynamoDBBackend, name) for name in _WRITES}
+    patched = {**originals, "transact_write_items": _transact_write_items}
+    for name, method in patched.items():
+        setattr(DynamoDBBackend, name, _locked(method))
+    return originals
+
+
+@contextmanager
+def fast_atomic_dynamodb() -> Iterator[None]:
+    """Install patches 2 and 3 for the duration of the block."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    originals = _install_dynamodb()
+    try:
+        yield
+    finally:
+        for name, method in originals.items():
+            setattr(DynamoDBBackend, name, method)
+
+
+def install_for_server() -> None:
+    """All patches, for the lifetime of a moto server process. (Not through the context manager: a
+    generator-based one that is garbage-collected runs its `finally` and would undo the patch.)"""
+    untrack_models()
+    _install_dynamodb()

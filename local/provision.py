@@ -1,0 +1,465 @@
+"""Provision the synthesized templates into the emulator through the service APIs.
+
+moto's CloudFormation silently skips half of our resource types (SNS subscriptions, API Gateway v2,
+Scheduler, ...), so the sandbox does not use it: it walks every stack's resources in dependency
+order and creates each one from the template's own properties. What runs locally instead of in the
+emulator (functions, event source mappings, the HTTP API) is recorded as a spec for the runtime.
+Every resource type that is not materialized is reported with the reason, so nothing is dropped
+silently; a resource missing from the CDK app is missing here too.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from local.emulator import ACCOUNT_ID, REGION, client
+from local.templates import Physical, Resolver, Stack, Unresolved, asset_dir
+
+# Types not materialized locally, with why. Printed once per type at start.
+SKIPPED_TYPES: dict[str, str] = {
+    "AWS::IAM::Role": "IAM is not enforced locally (every function may call every resource)",
+    "AWS::IAM::Policy": "IAM is not enforced locally",
+    "AWS::IAM::ManagedPolicy": "IAM is not enforced locally",
+    "AWS::Lambda::Permission": "resource policies on functions are not enforced locally",
+    "AWS::SQS::QueuePolicy": "queue resource policies are not enforced by the emulator",
+    "AWS::SNS::TopicPolicy": "topic resource policies are not enforced by the emulator",
+    "AWS::S3::BucketPolicy": "bucket policies (TLS-only etc.) are not enforced by the emulator",
+    "AWS::KMS::Key": "encryption at rest is not emulated; resources are created unencrypted",
+    "AWS::KMS::Alias": "encryption at rest is not emulated",
+    "AWS::Logs::LogGroup": "function logs go to .sandbox/logs/<function>.log instead",
+    "AWS::CloudWatch::Alarm": "no metrics are emitted to the emulator, so alarms could never fire",
+    "AWS::CloudWatch::Dashboard": "no metrics are emitted to the emulator",
+    "AWS::ApiGatewayV2::Stage": (
+        "the local HTTP API serves the $default stage; throttling and access logs are not applied"
+    ),
+    "AWS::CDK::Metadata": "",
+}
+
+# Types implemented by the local glue rather than the emulator.
+LOCAL_TYPES = {
+    "AWS::Lambda::Function",
+    "AWS::Lambda::LayerVersion",
+    "AWS::Lambda::EventSourceMapping",
+    "AWS::ApiGatewayV2::Api",
+    "AWS::ApiGatewayV2::Integration",
+    "AWS::ApiGatewayV2::Route",
+}
+
+
+@dataclass
+class FunctionSpec:
+    name: str
+    logical_id: str
+    stack: str
+    handler: str
+    code_dir: Path
+    layer_dirs: list[Path]
+    environment: dict[str, str]
+    timeout: int
+    memory: int
+    arn: str
+
+
+@dataclass
+class MappingSpec:
+    function: str
+    source_arn: str
+    kind: str  # "sqs" | "dynamodb"
+    batch_size: int
+    batching_window: float
+    report_batch_item_failures: bool
+    max_concurrency: int | None
+    starting_position: str
+    max_retry_attempts: int
+    on_failure_arn: str | None
+    bisect_on_error: bool
+    enabled: bool
+
+
+@dataclass
+class RouteSpec:
+    route_key: str
+    function: str
+    authorization: str
+    payload_version: str
+
+
+@dataclass
+class HttpApiSpec:
+    name: str
+    api_id: str
+    routes: list[RouteSpec] = field(default_factory=list)
+
+
+@dataclass
+class Topology:
+    """Everything provisioned, as the runtime, mappings, HTTP API and status need it."""
+
+    functions: dict[str, FunctionSpec] = field(default_factory=dict)
+    mappings: list[MappingSpec] = field(default_factory=list)
+    apis: list[HttpApiSpec] = field(default_factory=list)
+    queues: dict[str, str] = field(default_factory=dict)  # name -> url
+    tables: dict[str, str] = field(default_factory=dict)  # name -> stream arn ("" without a stream)
+    topics: dict[str, str] = field(default_factory=dict)  # name -> arn
+    buckets: list[str] = field(default_factory=list)
+    dlqs: set[str] = field(default_factory=set)  # queue names some redrive/on-failure points at
+    created: Counter[str] = field(default_factory=Counter)
+    skipped: dict[str, str] = field(default_factory=dict)  # "type" or "type logical-id" -> why
+    notes: list[str] = field(default_factory=list)
+
+    def report(self) -> list[str]:
+        lines = ["provisioned from the templates:"]
+        for kind, count in sorted(self.created.items()):
+            lines.append(f"  {count:3d} × {kind}")
+        if self.skipped:
+            lines.append("not materialized locally:")
+            for kind, why in sorted(self.skipped.items()):
+                lines.append(f"  {kind}: {why}")
+        lines.extend(f"note: {note}" for note in self.notes)
+        return lines
+
+
+def _arn(service: str, resource: str) -> str:
+    return f"arn:aws:{service}:{REGION}:{ACCOUNT_ID}:{resource}"
+
+
+def _generated_name(stack: str, logical_id: str, limit: int = 64) -> str:
+    # CloudFormation generates <stack>-<logical>-<suffix>; a stable name keeps re-runs predictable.
+    return f"{stack}-{logical_id}"[:limit]
+
+
+def _foreign_native_code(directory: Path) -> str | None:
+    """The first native extension under ``directory`` this interpreter cannot load, if any."""
+    # Only tagged names can be judged (``.cpython-314-aarch64-linux-gnu.so``); a bare ``.so`` passes.
+    suffixes = tuple(s for s in importlib.machinery.EXTENSION_SUFFIXES if s != ".so")
+    for path in directory.rglob("*.so"):
+        if re.search(r"\.(cpython-|abi3|cp\d)", path.name) and not path.name.endswith(suffixes):
+            return path.name
+    return None
+
+
+class Provisioner:
+    def __init__(self, endpoint: str, cdk_out: Path) -> None:
+        self.endpoint = endpoint
+        self.cdk_out = cdk_out
+        self.sqs = client("sqs", endpoint)
+        self.sns = client("sns", endpoint)
+        self.ddb = client("dynamodb", endpoint)
+        self.s3 = client("s3", endpoint)
+        self.events = client("events", endpoint)
+        self.topology = Topology()
+        self.exports: dict[str, Any] = {}
+        self.layers: dict[str, Path | None] = {}  # layer version arn -> python dir (None: unusable)
+
+    def provision(self, stacks: list[Stack]) -> Topology:
+        for stack in stacks:
+            self._provision_stack(stack)
+        return self.topology
+
+    def _provision_stack(self, stack: Stack) -> None:
+        physical: dict[str, Physical] = {}
+        resolver = Resolver(stack, physical, self.exports)
+        resources = stack.resources
+        for logical_id in _dependency_order(resources, resolver):
+            resource = resources[logical_id]
+            kind = str(resource["Type"])
+            try:
+                props = resolver.resolve(resource.get("Properties", {}))
+                physical[logical_id] = self._create(stack, logical_id, kind, props)
+            except Unresolved as exc:
+                self.topology.skipped[f"{kind} {logical_id}"] = str(exc)
+                continue
+        for output in stack.outputs.values():
+            name = output.get("Export", {}).get("Name")
+            if name:
+                try:
+                    self.exports[name] = resolver.resolve(output["Value"])
+                except Unresolved as exc:
+                    self.topology.skipped[f"export {name}"] = str(exc)
+
+    # one method per resource type ------------------------------------------------------------
+
+    def _create(self, stack: Stack, logical_id: str, kind: str, props: dict[str, Any]) -> Physical:
+        handler = {
+            "AWS::SQS::Queue": self._queue,
+            "AWS::SNS::Topic": self._topic,
+            "AWS::SNS::Subscription": self._subscription,
+            "AWS::DynamoDB::Table": self._table,
+            "AWS::S3::Bucket": self._bucket,
+            "AWS::Events::EventBus": self._event_bus,
+            "AWS::Lambda::LayerVersion": self._layer,
+            "AWS::Lambda::Function": self._function,
+            "AWS::Lambda::EventSourceMapping": self._mapping,
+            "AWS::ApiGatewayV2::Api": self._http_api,
+            "AWS::ApiGatewayV2::Integration": self._integration,
+            "AWS::ApiGatewayV2::Route": self._route,
+        }.get(kind)
+        if handler is None:
+            why = SKIPPED_TYPES.get(kind)
+            if why is None:
+                why = "the sandbox has no local materialization for this type yet"
+            if why:
+                self.topology.skipped[kind] = why
+            # Placeholder ids keep references to skipped resources (role ARNs, key ARNs) resolvable.
+            return Physical(
+                ref=f"{stack.name}-{logical_id}",
+                attrs={"Arn": _arn(kind.split("::")[1].lower(), logical_id), "Id": logical_id},
+            )
+        physical = handler(stack, logical_id, props)
+        self.topology.created[kind] += 1
+        return physical
+
+    def _queue(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        fifo = bool(props.get("FifoQueue"))
+        name = props.get("QueueName") or _generated_name(stack.name, logical_id, 80 - 5 * fifo)
+        if fifo and not name.endswith(".fifo"):
+            name += ".fifo"
+        attributes: dict[str, str] = {}
+        for key in (
+            "DelaySeconds",
+            "MaximumMessageSize",
+            "MessageRetentionPeriod",
+            "ReceiveMessageWaitTimeSeconds",
+            "VisibilityTimeout",
+            "FifoQueue",
+            "ContentBasedDeduplication",
+            "DeduplicationScope",
+            "FifoThroughputLimit",
+            "SqsManagedSseEnabled",
+        ):
+            if key in props:
+                value = props[key]
+                attributes[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        for key in ("RedrivePolicy", "RedriveAllowPolicy"):
+            if key in props:
+                attributes[key] = json.dumps(props[key])
+        if "RedrivePolicy" in props:
+            self.topology.dlqs.add(str(props["RedrivePolicy"]["deadLetterTargetArn"]).rsplit(":", 1)[-1])
+        url = self.sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        arn = _arn("sqs", name)
+        self.topology.queues[name] = url
+        return Physical(ref=url, attrs={"Arn": arn, "QueueName": name, "QueueUrl": url})
+
+    def _topic(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props.get("TopicName") or _generated_name(stack.name, logical_id, 256)
+        attributes = {}
+        for key in ("FifoTopic", "ContentBasedDeduplication"):
+            if key in props:
+                attributes[key] = str(props[key]).lower()
+        arn = self.sns.create_topic(Name=name, Attributes=attributes)["TopicArn"]
+        self.topology.topics[name] = arn
+        return Physical(ref=arn, attrs={"TopicArn": arn, "TopicName": name})
+
+    def _subscription(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        attributes: dict[str, str] = {}
+        for key in ("FilterPolicy", "RedrivePolicy", "DeliveryPolicy"):
+            if key in props:
+                attributes[key] = json.dumps(props[key])
+        if "RedrivePolicy" in props:
+            self.topology.dlqs.add(str(props["RedrivePolicy"]["deadLetterTargetArn"]).rsplit(":", 1)[-1])
+        if "FilterPolicyScope" in props:
+            attributes["FilterPolicyScope"] = str(props["FilterPolicyScope"])
+        if "RawMessageDelivery" in props:
+            attributes["RawMessageDelivery"] = str(props["RawMessageDelivery"]).lower()
+        arn = self.sns.subscribe(
+            TopicArn=props["TopicArn"],
+            Protocol=props["Protocol"],
+            Endpoint=props["Endpoint"],
+            Attributes=attributes,
+            ReturnSubscriptionArn=True,
+        )["SubscriptionArn"]
+        return Physical(ref=arn, attrs={"Arn": arn})
+
+    def _table(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props.get("TableName") or _generated_name(stack.name, logical_id, 255)
+        params: dict[str, Any] = {
+            "TableName": name,
+            "AttributeDefinitions": props["AttributeDefinitions"],
+            "KeySchema": props["KeySchema"],
+            "BillingMode": props.get("BillingMode", "PROVISIONED"),
+        }
+        if params["BillingMode"] == "PROVISIONED":
+            params["ProvisionedThroughput"] = props.get(
+                "ProvisionedThroughput", {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
+            )
+        for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+            if key in props:
+                params[key] = props[key]
+        stream = props.get("StreamSpecification")
+        if stream:
+            params["StreamSpecification"] = {
+                "StreamEnabled": True,
+                "StreamViewType": stream["StreamViewType"],
+            }
+        description = self.ddb.create_table(**params)["TableDescription"]
+        ttl = props.get("TimeToLiveSpecification")
+        if ttl and ttl.get("Enabled"):
+            self.ddb.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
+            )
+            self.topology.skipped["DynamoDB TTL"] = "recorded, but the emulator never expires items"
+        stream_arn = description.get("LatestStreamArn", "")
+        self.topology.tables[name] = stream_arn
+        return Physical(ref=name, attrs={"Arn": description["TableArn"], "StreamArn": stream_arn})
+
+    def _bucket(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props.get("BucketName") or _generated_name(stack.name, logical_id, 63).lower()
+        self.s3.create_bucket(Bucket=name)
+        lifecycle = props.get("LifecycleConfiguration")
+        if lifecycle:
+            rules = []
+            for i, rule in enumerate(lifecycle.get("Rules", [])):
+                converted: dict[str, Any] = {
+                    "ID": rule.get("Id", f"rule-{i}"),
+                    "Status": rule["Status"],
+                    "Filter": {"Prefix": rule.get("Prefix", "")},
+                }
+                if "ExpirationInDays" in rule:
+                    converted["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
+                rules.append(converted)
+            self.s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": rules})
+            self.topology.skipped["S3 lifecycle expiration"] = (
+                "recorded, but the emulator never expires objects"
+            )
+        self.topology.buckets.append(name)
+        return Physical(
+            ref=name,
+            attrs={
+                "Arn": f"arn:aws:s3:::{name}",
+                "DomainName": f"{name}.s3.amazonaws.com",
+                "RegionalDomainName": f"{name}.s3.{REGION}.amazonaws.com",
+            },
+        )
+
+    def _event_bus(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props["Name"]
+        arn = self.events.create_event_bus(Name=name)["EventBusArn"]
+        return Physical(ref=name, attrs={"Arn": arn, "Name": name})
+
+    def _layer(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        arn = _arn("lambda", f"layer:{props.get('LayerName') or logical_id}:1")
+        python_dir = asset_dir(self.cdk_out, props["Content"]) / "python"
+        foreign = _foreign_native_code(python_dir) if python_dir.is_dir() else None
+        if foreign is not None:
+            # A layer built for the Lambda platform (arm64, python3.14 wheels) cannot load on this
+            # interpreter; the sandbox's own venv holds the same pinned packages instead.
+            self.layers[arn] = None
+            self.topology.notes.append(
+                f"layer {logical_id}: {foreign} is built for another platform/Python; "
+                "its packages come from the sandbox's .venv instead (same pins)"
+            )
+        else:
+            self.layers[arn] = python_dir
+        return Physical(ref=arn, attrs={"LayerVersionArn": arn})
+
+    def _function(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props.get("FunctionName") or _generated_name(stack.name, logical_id)
+        arn = _arn("lambda", f"function:{name}")
+        layer_dirs = []
+        for layer in props.get("Layers", []):
+            if layer not in self.layers:
+                raise Unresolved(f"layer {layer} is not provisioned")
+            directory = self.layers[layer]
+            if directory is not None:
+                layer_dirs.append(directory)
+        env = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+        self.topology.functions[name] = FunctionSpec(
+            name=name,
+            logical_id=logical_id,
+            stack=stack.name,
+            handler=props["Handler"],
+            code_dir=asset_dir(self.cdk_out, props["Code"]),
+            layer_dirs=layer_dirs,
+            environment=env,
+            timeout=int(props.get("Timeout", 3)),
+            memory=int(props.get("MemorySize", 128)),
+            arn=arn,
+        )
+        return Physical(ref=name, attrs={"Arn": arn})
+
+    def _mapping(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        source = str(props["EventSourceArn"])
+        kind = "sqs" if source.startswith("arn:aws:sqs:") else "dynamodb" if ":dynamodb:" in source else ""
+        if not kind:
+            raise Unresolved(f"event source {source}: only SQS and DynamoDB streams are supported locally")
+        function = str(props["FunctionName"]).rsplit(":", 1)[-1]
+        on_failure = props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+        if on_failure:
+            self.topology.dlqs.add(str(on_failure).rsplit(":", 1)[-1])
+        self.topology.mappings.append(
+            MappingSpec(
+                function=function,
+                source_arn=source,
+                kind=kind,
+                # Lambda's defaults: 10 for SQS, 100 for streams.
+                batch_size=int(props.get("BatchSize", 10 if kind == "sqs" else 100)),
+                batching_window=float(props.get("MaximumBatchingWindowInSeconds", 0)),
+                report_batch_item_failures="ReportBatchItemFailures"
+                in props.get("FunctionResponseTypes", []),
+                max_concurrency=(props.get("ScalingConfig") or {}).get("MaximumConcurrency"),
+                starting_position=str(props.get("StartingPosition", "TRIM_HORIZON")),
+                # -1 (the default) is "retry until the record expires"; 10000 stands in for that.
+                max_retry_attempts=int(props.get("MaximumRetryAttempts", -1)) % 10001,
+                on_failure_arn=on_failure,
+                bisect_on_error=bool(props.get("BisectBatchOnFunctionError", False)),
+                enabled=bool(props.get("Enabled", True)),
+            )
+        )
+        return Physical(ref=f"{function}-{logical_id}")
+
+    def _http_api(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        if props.get("ProtocolType") != "HTTP":
+            raise Unresolved(f"API {logical_id}: only HTTP APIs are served locally (WebSocket is not)")
+        api = HttpApiSpec(name=props.get("Name", logical_id), api_id=logical_id.lower()[:10])
+        self.topology.apis.append(api)
+        return Physical(ref=api.api_id, attrs={"ApiEndpoint": "", "ApiId": api.api_id})
+
+    def _integration(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        if props.get("IntegrationType") != "AWS_PROXY":
+            raise Unresolved(f"integration {logical_id}: only Lambda proxy integrations are served locally")
+        uri = str(props["IntegrationUri"])
+        function = uri.split(":function:", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+        version = str(props.get("PayloadFormatVersion", "2.0"))
+        return Physical(ref=f"{function}|{version}")
+
+    def _route(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        target = str(props.get("Target", ""))
+        if not target.startswith("integrations/"):
+            raise Unresolved(f"route {props.get('RouteKey')}: no integration target")
+        function, _, version = target.removeprefix("integrations/").partition("|")
+        if version != "2.0":
+            raise Unresolved(f"route {props.get('RouteKey')}: only payload format 2.0 is served locally")
+        authorization = str(props.get("AuthorizationType", "NONE"))
+        if authorization == "CUSTOM":
+            raise Unresolved(f"route {props.get('RouteKey')}: Lambda authorizers are not implemented locally")
+        api = next(a for a in self.topology.apis if a.api_id == props["ApiId"])
+        api.routes.append(RouteSpec(str(props["RouteKey"]), function, authorization, version))
+        return Physical(ref=f"{api.api_id}-{logical_id}")
+
+
+def _dependency_order(resources: dict[str, dict[str, Any]], resolver: Resolver) -> list[str]:
+    """Logical ids so every resource comes after those it references (Ref/GetAtt/Sub, DependsOn)."""
+    deps: dict[str, set[str]] = {}
+    for logical_id, resource in resources.items():
+        depends_on = resource.get("DependsOn", [])
+        if isinstance(depends_on, str):
+            depends_on = [depends_on]
+        deps[logical_id] = (resolver.dependencies(resource.get("Properties", {})) | set(depends_on)) & set(
+            resources
+        )
+    ordered: list[str] = []
+    done: set[str] = set()
+    while len(ordered) < len(resources):
+        ready = sorted(r for r in resources if r not in done and deps[r] <= done)
+        if not ready:
+            raise Unresolved(f"circular references between {sorted(set(resources) - done)}")
+        ordered.extend(ready)
+        done.update(ready)
+    return ordered

@@ -1,0 +1,254 @@
+"""The local Lambda runtime: warm worker processes per function, timeouts enforced from outside.
+
+Each function gets a pool of execution environments (``local.worker`` processes) created on demand
+up to a concurrency cap, and reused warm, like Lambda reuses environments. The parent enforces the
+function's ``Timeout``: a worker that has not answered in time is killed (its in-flight work is
+lost, exactly as when Lambda freezes and discards a timed-out environment) and the next invocation
+cold-starts a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from local.emulator import _die_with_parent, aws_env
+from local.provision import FunctionSpec
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class InvokeResult:
+    ok: bool
+    payload: Any = None
+    error_type: str = ""
+    error_message: str = ""
+    duration: float = 0.0
+
+    @property
+    def timed_out(self) -> bool:
+        return self.error_type == "Sandbox.Timeout"
+
+
+class _Worker:
+    def __init__(self, spec: FunctionSpec, env: dict[str, str], log_file: Any) -> None:
+        request_read, request_write = os.pipe()
+        response_read, response_write = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "local.worker", str(request_read), str(response_write)],
+            env=env,
+            cwd=str(PROJECT_ROOT),
+            pass_fds=(request_read, response_write),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+        os.close(request_read)
+        os.close(response_write)
+        self.requests = Connection(request_write, readable=False)
+        self.responses = Connection(response_read, writable=False)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=5)
+        self.requests.close()
+        self.responses.close()
+
+    def close(self) -> None:
+        # Closing the request pipe is the worker's EOF: it exits its loop on its own.
+        self.requests.close()
+        try:
+            self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+        self.responses.close()
+
+
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-spawner")
+
+
+class FunctionRuntime:
+    """A pool of warm workers for one function."""
+
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        *,
+        endpoint: str,
+        log_dir: Path,
+        max_workers: int,
+        env_overrides: dict[str, str],
+    ) -> None:
+        self.spec = spec
+        self.max_workers = max_workers
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self.invocations = 0
+        self.errors = 0
+        self.cold_starts = 0
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._log = (log_dir / f"{spec.name}.log").open("ab")
+        paths = [str(spec.code_dir), *(str(d) for d in spec.layer_dirs)]
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "LANG": "C.UTF-8",
+            "TZ": "UTC",
+            # The sandbox's own package (local.worker) must import; the function's paths go first.
+            "PYTHONPATH": str(PROJECT_ROOT),
+            "PYTHONUNBUFFERED": "1",
+            **aws_env(endpoint),
+            "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory),
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+            "AWS_LAMBDA_LOG_STREAM_NAME": "local",
+            "AWS_EXECUTION_ENV": "AWS_Lambda_python_local",
+            "LAMBDA_TASK_ROOT": str(spec.code_dir),
+            "_HANDLER": spec.handler,
+            "RELAY_LOCAL_FUNCTION_ARN": spec.arn,
+            "RELAY_LOCAL_PATH": os.pathsep.join(paths),
+            # X-Ray is not emulated; Powertools Tracer would otherwise try to reach a daemon.
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            **spec.environment,
+            **env_overrides,
+        }
+
+    def _acquire(self) -> _Worker:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError(f"function {self.spec.name} is shut down")
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.alive():
+                        return worker
+                    self._count -= 1
+                if self._count < self.max_workers:
+                    self._count += 1
+                    break
+                # All environments busy: wait, as the mapping's poller would be throttled.
+                self._cond.wait()
+        self.cold_starts += 1
+        try:
+            # PR_SET_PDEATHSIG fires when the *thread* that forked the worker exits, not the process:
+            # a worker spawned from a short-lived HTTP request thread would be killed after its first
+            # invocation. Every worker is therefore spawned from the runtime's one long-lived thread.
+            return _SPAWNER.submit(_Worker, self.spec, self.env, self._log).result()
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, worker: _Worker | None) -> None:
+        with self._cond:
+            if worker is None or self._closed:
+                self._count -= 1
+                if worker is not None:
+                    worker.close()
+            else:
+                self._idle.append(worker)
+            self._cond.notify()
+
+    def invoke(self, event: Any) -> InvokeResult:
+        worker = self._acquire()
+        started = time.monotonic()
+        self.invocations += 1
+        request = {
+            "event": event,
+            "requestId": str(uuid.uuid4()),
+            "deadline": time.time() + self.spec.timeout,
+        }
+        try:
+            worker.requests.send_bytes(json.dumps(request).encode())
+            if not worker.responses.poll(self.spec.timeout):
+                worker.kill()
+                self._release(None)
+                self.errors += 1
+                return InvokeResult(
+                    False,
+                    error_type="Sandbox.Timeout",
+                    error_message=f"Task timed out after {self.spec.timeout} seconds",
+                    duration=time.monotonic() - started,
+                )
+            reply = json.loads(worker.responses.recv_bytes())
+        except (EOFError, OSError, BrokenPipeError) as exc:
+            worker.kill()
+            self._release(None)
+            self.errors += 1
+            return InvokeResult(False, error_type="Runtime.ExitError", error_message=f"worker died: {exc}")
+        duration = time.monotonic() - started
+        if not worker.alive() or reply.get("exit"):
+            worker.kill()
+            self._release(None)
+        else:
+            self._release(worker)
+        if reply.get("ok"):
+            return InvokeResult(True, payload=reply.get("result"), duration=duration)
+        self.errors += 1
+        return InvokeResult(
+            False,
+            error_type=str(reply.get("errorType", "")),
+            error_message=str(reply.get("errorMessage", "")),
+            duration=duration,
+        )
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._cond.notify_all()
+        for worker in idle:
+            worker.close()
+        self._log.close()
+
+
+class Runtime:
+    """Every function of the topology, by name."""
+
+    def __init__(
+        self,
+        functions: dict[str, FunctionSpec],
+        *,
+        endpoint: str,
+        log_dir: Path,
+        max_workers: int,
+        env_overrides: dict[str, dict[str, str]],
+    ) -> None:
+        self.functions = {
+            name: FunctionRuntime(
+                spec,
+                endpoint=endpoint,
+                log_dir=log_dir,
+                max_workers=max_workers,
+                env_overrides=env_overrides.get(name, {}),
+            )
+            for name, spec in functions.items()
+        }
+
+    def invoke(self, name: str, event: Any) -> InvokeResult:
+        return self.functions[name].invoke(event)
+
+    def close(self) -> None:
+        for function in self.functions.values():
+            function.close()

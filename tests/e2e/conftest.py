@@ -1,0 +1,26 @@
+"""One sandbox per test session, on free ports, so e2e tests never clash with a running `make local`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from local.emulator import free_port
+from local.sandbox import Sandbox, SandboxConfig
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    config = SandboxConfig(
+        emulator_port=free_port(),
+        api_port=free_port(),
+        write_state=False,
+        log_dir=tmp_path_factory.mktemp("sandbox-logs"),
+    )
+    if os.environ.get("RELAY_CDK_OUT"):
+        config.cdk_out = Path(os.environ["RELAY_CDK_OUT"]).resolve()
+    with Sandbox(config, log=lambda *_: None) as running:
+        yield running
