@@ -9,6 +9,8 @@ from infra.config import StageConfig, load_stage_config
 from infra.constructs.base import RelayStack
 from infra.stacks.core import CoreStack
 from infra.stacks.payments import PaymentsStack
+from infra.stacks.reports import ReportsStack
+from infra.stacks.scores import ScoresStack
 from infra.validation import RelayGuards
 
 
@@ -24,6 +26,16 @@ def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) 
     platform = core.platform
     stacks["payments"] = PaymentsStack(
         app, f"{config.prefix}-payments", config=config, platform=platform, env=env
+    )
+    reports = ReportsStack(app, f"{config.prefix}-reports", config=config, platform=platform, env=env)
+    stacks["reports"] = reports
+    stacks["scores"] = ScoresStack(
+        app,
+        f"{config.prefix}-scores",
+        config=config,
+        platform=platform,
+        verifications=reports.verifications,
+        env=env,
     )
     Tags.of(app).add("app", "relay")
     Tags.of(app).add("stage", config.stage)

@@ -1,0 +1,95 @@
+"""Tell subscribers a report is ready: ``POST {NOTIFY_WEBHOOK_URL}`` once per report.
+
+An HTTP call cannot join a DynamoDB transaction, so the send is guarded twice (relay.side_effects):
+Powertools idempotency remembers a completed notification (a redelivery returns the stored result
+without calling again), and the webhook gets ``Idempotency-Key: {reportId}:report-ready`` so that a
+crash between its 2xx and our record cannot make a well-behaved subscriber act twice.
+
+The same report announced again with a different body (another agent or url) is a PayloadConflict:
+parked with the reason, never sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from relay.envelope import Envelope
+from relay.errors import BusinessRejection, classify_http_status
+from relay.observability import logger, record_metric
+from relay.side_effects import run_once
+from reports._http import post_json
+from reports.events import parse_report_generated
+
+WHAT = "report-ready webhook"
+SIDE_EFFECT = "report-ready"
+
+
+def notification_key(report_id: str) -> str:
+    return f"{report_id}:report-ready"
+
+
+class WebhookClient:
+    def __init__(self, url: str, *, timeout_seconds: float) -> None:
+        self.url = url
+        self.timeout_seconds = timeout_seconds
+
+    def send(self, body: Mapping[str, Any], *, idempotency_key: str) -> dict[str, Any]:
+        response = post_json(
+            self.url,
+            body,
+            headers={"Idempotency-Key": idempotency_key},
+            timeout=self.timeout_seconds,
+            what=WHAT,
+        )
+        if 300 <= response.status < 400:
+            raise BusinessRejection(
+                f"{WHAT} answered a redirect (HTTP {response.status}); not followed. Parked: configure "
+                "NOTIFY_WEBHOOK_URL with the final URL, then redrive."
+            )
+        error = classify_http_status(
+            response.status, response.text, retry_after=response.retry_after, what=WHAT
+        )
+        if error is not None:
+            raise error
+        return {"status": response.status}
+
+
+@dataclass(frozen=True)
+class NotificationDeps:
+    webhook: WebhookClient
+    idempotency_table: str
+    ddb_client: Any
+    report_api_url: str | None = None
+
+
+def notify_report_ready(envelope: Envelope, deps: NotificationDeps) -> dict[str, Any]:
+    event = parse_report_generated(envelope)
+    url = event.url
+    if url is None and deps.report_api_url:
+        url = f"{deps.report_api_url.rstrip('/')}/reports/{event.report_id}"
+    body = {"reportId": event.report_id, "agentId": event.agent_id, "url": url}
+    key = notification_key(event.report_id)
+    sent: list[bool] = []
+
+    def send(downstream_key: str) -> dict[str, Any]:
+        sent.append(True)
+        return deps.webhook.send(body, idempotency_key=downstream_key)
+
+    result = run_once(
+        SIDE_EFFECT,
+        downstream_key=key,
+        payload=body,
+        call=send,
+        table_name=deps.idempotency_table,
+        ddb_client=deps.ddb_client,
+    )
+    if sent:
+        record_metric("ReportReadyNotified", event_type=envelope.event_type)
+        logger().info("report-ready notification sent", extra={"report_id": event.report_id})
+    else:
+        logger().info(
+            "report-ready notification already sent; not sent again", extra={"report_id": event.report_id}
+        )
+    return result

@@ -1,0 +1,84 @@
+"""What a reports function is wired with: settings, AWS clients, the store, the HTTP clients.
+
+Built once per process on first use (not at import, so importing a handler is cheap and tests can
+set the environment first) and passed explicitly into the domain functions. Tests start a fresh one
+with ``reset_runtime()`` inside ``mock_aws``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from relay.consumer import ConsumerSettings
+from reports.notification import NotificationDeps, WebhookClient
+from reports.settings import Settings, get_settings
+from reports.store import VerificationStore
+from reports.verification import ReportApiClient, VerificationDeps
+
+
+def _client(service: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    # Standard retry mode retries throttling and 5xx a few times inside the SDK before the kernel's
+    # classification (and the SQS backoff) takes over.
+    return boto3.client(
+        service,
+        config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10),
+    )
+
+
+class Runtime:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    @functools.cached_property
+    def ddb(self) -> Any:
+        return _client("dynamodb")
+
+    @functools.cached_property
+    def sqs(self) -> Any:
+        return _client("sqs")
+
+    @functools.cached_property
+    def verification(self) -> VerificationDeps:
+        s = self.settings
+        return VerificationDeps(
+            store=VerificationStore(
+                verifications_table=s.require("verifications_table"), ddb_client=self.ddb
+            ),
+            report_api=ReportApiClient(
+                s.require("report_api_url"),
+                timeout_seconds=s.http_timeout_seconds,
+                max_bytes=s.verify_max_bytes,
+            ),
+            idempotency_table=s.require("idempotency_table"),
+            max_age_seconds=s.verify_max_age_seconds,
+        )
+
+    @functools.cached_property
+    def notification(self) -> NotificationDeps:
+        s = self.settings
+        return NotificationDeps(
+            webhook=WebhookClient(s.require("notify_webhook_url"), timeout_seconds=s.http_timeout_seconds),
+            idempotency_table=s.require("idempotency_table"),
+            ddb_client=self.ddb,
+            report_api_url=s.report_api_url,
+        )
+
+    @property
+    def consumer_settings(self) -> ConsumerSettings:
+        # Read per invocation: RELAY_QUEUE_URL / RELAY_DLQ_URL belong to the queue consumer.
+        return ConsumerSettings.from_env()
+
+
+@functools.cache
+def runtime() -> Runtime:
+    return Runtime(get_settings())
+
+
+def reset_runtime() -> None:
+    """Forget settings and clients (tests: after changing the environment or starting a new mock)."""
+    get_settings.cache_clear()
+    runtime.cache_clear()

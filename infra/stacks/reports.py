@@ -1,0 +1,91 @@
+"""The `reports` stack: "publish accepted" is not business success — a generated report counts only once
+the verifier has read it back from the public report API and its sha256 matches.
+
+external producer → SNS report-events ─┬→ verifier queue → verifier → GET public API, compare sha256
+                                       └→ notification queue → notifier → HTTPS webhook (once)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.constructs.base import Platform, RelayStack
+from infra.constructs.fanout_topic import FanoutTopic
+from infra.constructs.queue_consumer import QueueConsumer
+from infra.constructs.reliable_queue import ReliableQueue
+from infra.constructs.tables import ReliableTable, idempotency_table
+
+VERIFIER_MAX_RECEIVE_COUNT = 12
+VERIFIER_BACKOFF_BASE_SECONDS = 30
+REPORT_GENERATED = {"eventType": sns.SubscriptionFilter.string_filter(allowlist=["ReportGenerated"])}
+
+
+class ReportsStack(RelayStack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: StageConfig, platform: Platform, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, config=config, service="reports", platform=platform, **kwargs)
+        settings = config.reports
+        self.verifications = ReliableTable(self, "Verifications", name="verifications").table
+        idempotency = idempotency_table(self).table
+
+        self.topic = FanoutTopic(self, "ReportEvents", name="report-events")
+        # A report that is not visible yet is retried with backoff until VERIFY_MAX_AGE_SECONDS, then
+        # recorded UNREACHABLE by the verifier itself: the receives must outlast that age, or the redrive
+        # policy would park the message first. With base 30 s and the 900 s cap, 8 receives cover
+        # 3600 s (30+60+…+480+900+900+900); 12 leave room for 5xx/timeouts on the way.
+        verifier_q = ReliableQueue(
+            self, "VerifierQueue", name="verifier", max_receive_count=VERIFIER_MAX_RECEIVE_COUNT
+        )
+        notify_q = ReliableQueue(self, "NotificationQueue", name="report-notifications")
+        self.topic.subscribe(verifier_q, filter_policy=REPORT_GENERATED)
+        self.topic.subscribe(notify_q, filter_policy=REPORT_GENERATED)
+
+        verifier = QueueConsumer(
+            self,
+            "Verifier",
+            queue=verifier_q,
+            handler="reports.verifier.handler",
+            environment={
+                "VERIFICATIONS_TABLE": self.verifications.table_name,
+                "IDEMPOTENCY_TABLE": idempotency.table_name,
+                "REPORT_API_URL": settings.report_api_url,
+                "VERIFY_MAX_AGE_SECONDS": str(settings.verify_max_age_seconds),
+                "HTTP_TIMEOUT_SECONDS": str(settings.http_timeout_seconds),
+                "RELAY_BACKOFF_BASE_SECONDS": str(VERIFIER_BACKOFF_BASE_SECONDS),
+            },
+            description="ReportGenerated → read back from the public API → VERIFIED / MISMATCH / UNREACHABLE",
+        )
+        self.verifications.grant_read_write_data(verifier.function)
+        idempotency.grant_read_write_data(verifier.function)
+
+        notifier = QueueConsumer(
+            self,
+            "Notifier",
+            queue=notify_q,
+            handler="reports.notifier.handler",
+            environment={
+                "IDEMPOTENCY_TABLE": idempotency.table_name,
+                "NOTIFY_WEBHOOK_URL": settings.notify_webhook_url,
+                "HTTP_TIMEOUT_SECONDS": str(settings.http_timeout_seconds),
+            },
+            description="ReportGenerated → report-ready webhook, once per report",
+        )
+        idempotency.grant_read_write_data(notifier.function)
+
+        self.alarms.watch_kernel_metric(
+            "VerificationMismatch",
+            label="VerificationMismatches",
+            description="reports: a report read back from the public API does not match its sha256.",
+        )
+        self.alarms.watch_kernel_metric(
+            "PayloadConflict",
+            label="PayloadConflicts",
+            description="reports: an eventId arrived again with a different payload; it was not applied.",
+        )
+        CfnOutput(self, "ReportEventsTopicArn", value=self.topic.topic.topic_arn)

@@ -1,0 +1,146 @@
+"""The `scores` stack: hourly agent score snapshots, timed and delivered by EventBridge.
+
+EventBridge Scheduler (minute 0, time zone, retries, DLQ) → app bus → rule → API destination
+(Connection with the API key from Secrets Manager, rate limit, retries, max event age, DLQ)
+→ POST /score-snapshots (Lambda authorizer checks the key) → 202 at once, job on the snapshot queue
+→ snapshot worker → one snapshot per agent per hour, never two and never a changed one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Acknowledgment, CfnOutput, Duration, TimeZone, Validations
+from aws_cdk import aws_apigatewayv2 as apigw
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
+from aws_cdk import aws_dynamodb as ddb
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.config import StageConfig
+from infra.constructs.base import Platform, RelayStack
+from infra.constructs.http_api import HttpApi
+from infra.constructs.queue_consumer import QueueConsumer, RelayFunction
+from infra.constructs.reliable_queue import ReliableQueue
+from infra.constructs.scheduled_api_call import API_KEY_HEADER, ScheduledApiCall
+from infra.constructs.tables import ReliableTable, idempotency_table
+
+SNAPSHOT_SOURCE = "relay.scores"
+SNAPSHOT_DETAIL_TYPE = "ScoreSnapshotDue"
+
+
+class ScoresStack(RelayStack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StageConfig,
+        platform: Platform,
+        verifications: ddb.ITable,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, config=config, service="scores", platform=platform, **kwargs)
+        settings = config.scores
+        scores = ReliableTable(self, "Scores", name="scores").table
+        idempotency = idempotency_table(self).table
+        snapshot_q = ReliableQueue(self, "SnapshotQueue", name="snapshots")
+
+        self.api_key = secretsmanager.Secret(
+            self,
+            "SnapshotApiKey",
+            description="API key EventBridge sends (x-api-key) to POST /score-snapshots",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                exclude_punctuation=True, password_length=48
+            ),
+        )
+        Validations.of(self.api_key).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-SMG4",
+                reason="The EventBridge Connection keeps its own copy of this key, taken at deploy time: "
+                "automatic rotation would desynchronise it and fail every scheduled call. Rotate by "
+                "updating the secret and redeploying (README, 'Rotating the snapshot API key').",
+            )
+        )
+
+        authorizer_fn = RelayFunction(
+            self,
+            "Authorizer",
+            handler="scores.authorizer.handler",
+            environment={"API_KEY_SECRET_ARN": self.api_key.secret_arn},
+            timeout=Duration.seconds(5),
+            description="API-key Lambda authorizer for POST /score-snapshots",
+        )
+        self.api_key.grant_read(authorizer_fn.function)
+        api_fn = RelayFunction(
+            self,
+            "Api",
+            handler="scores.api.handler",
+            environment={
+                "SCORES_TABLE": scores.table_name,
+                "SNAPSHOT_QUEUE_URL": snapshot_q.queue.queue_url,
+            },
+            timeout=Duration.seconds(5),
+            description="POST /score-snapshots (202, enqueue) and GET /agents/{agentId}/scores",
+        )
+        snapshot_q.queue.grant_send_messages(api_fn.function)
+        scores.grant_read_data(api_fn.function)
+
+        api_key_authorizer = authorizers.HttpLambdaAuthorizer(
+            "ApiKeyAuthorizer",
+            authorizer_fn.function,
+            response_types=[authorizers.HttpLambdaResponseType.SIMPLE],
+            identity_source=[f"$request.header.{API_KEY_HEADER}"],
+            results_cache_ttl=Duration.minutes(1),
+        )
+        self.http = HttpApi(
+            self,
+            "Http",
+            name="scores-api",
+            handler=api_fn,
+            routes=[(apigw.HttpMethod.GET, "/agents/{agentId}/scores")],
+            routes_with_authorizer=[(apigw.HttpMethod.POST, "/score-snapshots", api_key_authorizer)],
+        )
+
+        worker = QueueConsumer(
+            self,
+            "SnapshotWorker",
+            queue=snapshot_q,
+            handler="scores.snapshot_worker.handler",
+            timeout=Duration.seconds(120),
+            environment={
+                "SCORES_TABLE": scores.table_name,
+                "VERIFICATIONS_TABLE": verifications.table_name,
+                "IDEMPOTENCY_TABLE": idempotency.table_name,
+            },
+            description="ScoreSnapshotDue → one snapshot per agent for that hour",
+        )
+        scores.grant_read_write_data(worker.function)
+        verifications.grant_read_data(worker.function)
+        idempotency.grant_read_write_data(worker.function)
+
+        endpoint = settings.snapshot_endpoint or f"{self.http.url}/score-snapshots"
+        self.schedule = ScheduledApiCall(
+            self,
+            "HourlySnapshot",
+            name="hourly-snapshot",
+            schedule=scheduler.ScheduleExpression.cron(
+                minute="0", hour="*", time_zone=TimeZone.of(settings.timezone)
+            ),
+            endpoint=endpoint,
+            event_source=SNAPSHOT_SOURCE,
+            detail_type=SNAPSHOT_DETAIL_TYPE,
+            detail={"snapshotHour": scheduler.ContextAttribute.scheduled_time},
+            api_key_secret=self.api_key,
+            rate_limit_per_second=settings.rate_limit_per_second,
+            schedule_retry_attempts=settings.schedule_retry_attempts,
+            target_retry_attempts=settings.target_retry_attempts,
+            max_event_age=Duration.seconds(settings.max_event_age_seconds),
+        )
+        self.alarms.watch_kernel_metric(
+            "PayloadConflict",
+            label="PayloadConflicts",
+            description="scores: an eventId arrived again with a different payload; it was not applied.",
+        )
+        CfnOutput(self, "ScoresApiUrl", value=self.http.url)

@@ -1,0 +1,380 @@
+"""The verifier: a generated report counts only once it is read back from the public API and matches."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from reports.verification import report_url
+
+from local.fakes.report_api import ReportApiFake
+from relay.errors import InvalidInput
+from tests.handlers.reports.conftest import use_queue
+from tests.handlers.reports.world import (
+    VERIFIER_QUEUE,
+    ReportsWorld,
+    deliver,
+    failed_ids,
+    metric_lines,
+    report_generated,
+)
+
+CONTENT = b"# Agent report\n\nAll 42 checks passed.\n"
+SHA = hashlib.sha256(CONTENT).hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def _verifier_queue(monkeypatch: pytest.MonkeyPatch, world: ReportsWorld) -> None:
+    use_queue(monkeypatch, world, VERIFIER_QUEUE)
+
+
+def verify(env: Any, *, receive_count: int = 1) -> dict[str, Any]:
+    from reports import verifier
+
+    return deliver(verifier.handler, env, queue=VERIFIER_QUEUE, receive_count=receive_count)
+
+
+def parked_reasons(world: ReportsWorld) -> list[str]:
+    return [m["MessageAttributes"]["relay.errorClass"]["StringValue"] for m in world.parked(VERIFIER_QUEUE)]
+
+
+# outcomes -------------------------------------------------------------------------------------
+
+
+def test_report_served_with_the_announced_sha256_is_recorded_verified(
+    world: ReportsWorld, report_api: ReportApiFake
+) -> None:
+    report_api.publish("r-1", CONTENT)
+
+    response = verify(report_generated("r-1", sha256=SHA))
+
+    assert failed_ids(response) == []
+    record = world.verification("r-1")
+    assert record is not None
+    assert record["status"] == "VERIFIED"
+    assert record["agentId"] == "agent-a"
+    assert record["expectedSha256"] == record["actualSha256"] == SHA
+    assert record["attempts"] == 1
+    assert record["url"] == f"{report_api.base_url}/reports/r-1"
+    assert record["checkedAt"].endswith("Z")
+    assert "expiresAt" not in record  # the evidence scores are computed from is kept
+    assert parked_reasons(world) == []
+
+
+def test_report_generated_published_to_the_topic_reaches_the_verifier_and_is_verified(
+    world: ReportsWorld, report_api: ReportApiFake
+) -> None:
+    from reports import verifier
+
+    from tests.builders import FakeContext
+
+    report_api.publish("r-topic", CONTENT)
+    world.publish(report_generated("r-topic", sha256=SHA))
+
+    event = world.lambda_event(VERIFIER_QUEUE)
+    assert len(event["Records"]) == 1
+    response = verifier.handler(event, FakeContext())
+
+    assert failed_ids(response) == []
+    assert world.verification("r-topic")["status"] == "VERIFIED"  # type: ignore[index]
+
+
+def test_tampered_report_is_recorded_mismatch_counted_and_acknowledged_not_parked(
+    world: ReportsWorld, report_api: ReportApiFake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report_api.publish("r-bad", CONTENT)
+    report_api.set_knobs(tamper_ids="r-bad")
+
+    response = verify(report_generated("r-bad", sha256=SHA))
+
+    assert failed_ids(response) == []  # acknowledged: the record is the evidence
+    assert parked_reasons(world) == []  # not parked: a redrive could not change the outcome
+    record = world.verification("r-bad")
+    assert record is not None
+    assert record["status"] == "MISMATCH"
+    assert record["expectedSha256"] == SHA
+    assert record["actualSha256"] != SHA
+    mismatches = metric_lines(capsys.readouterr().out, "VerificationMismatch")
+    assert [m["VerificationMismatch"] for m in mismatches] == [1]
+    assert mismatches[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
+        ["service", "eventType"],
+        ["service"],
+    ]
+
+
+def test_verified_report_emits_no_mismatch_metric(
+    world: ReportsWorld, report_api: ReportApiFake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report_api.publish("r-1", CONTENT)
+
+    verify(report_generated("r-1", sha256=SHA))
+
+    assert metric_lines(capsys.readouterr().out, "VerificationMismatch") == []
+
+
+def test_report_not_visible_yet_is_retried_with_backoff_then_verified(
+    world: ReportsWorld, report_api: ReportApiFake
+) -> None:
+    report_api.publish("r-late", CONTENT, invisible_reads=2)
+    env = report_generated("r-late", sha256=SHA)
+
+    first = verify(env, receive_count=1)
+    second = verify(env, receive_count=2)
+    assert len(failed_ids(first)) == 1 and len(failed_ids(second)) == 1  # transient: SQS keeps them
+    assert world.verification("r-late") is None
+    assert parked_reasons(world) == []
+
+    third = verify(env, receive_count=3)
+
+    assert failed_ids(third) == []
+    record = world.verification("r-late")
+    assert record is not None
+    assert record["status"] == "VERIFIED"
+    assert record["attempts"] == 3
+    assert report_api.reads() == {"r-late": 3}
+
+
+def test_report_still_missing_after_the_maximum_age_is_recorded_unreachable(
+    world: ReportsWorld, report_api: ReportApiFake
+) -> None:
+    generated = datetime.now(UTC) - timedelta(seconds=3601)
+
+    response = verify(report_generated("r-gone", sha256=SHA, occurred_at=generated), receive_count=9)
+
+    assert failed_ids(response) == []
+    record = world.verification("r-gone")
+    assert record is not None
+    assert record["status"] == "UNREACHABLE"
+    assert "actualSha256" not in record
+    assert record["attempts"] == 9
+    assert parked_reasons(world) == []
+
+
+def test_missing_report_just_under_the_maximum_age_is_still_retried(
+    world: ReportsWorld, report_api: ReportApiFake
+) -> None:
+    generated = datetime.now(UTC) - timedelta(seconds=3500)
+
+    response = verify(report_generated("r-gone", sha256=SHA, occurred_at=generated))
+
+    assert len(failed_ids(response)) == 1
+    assert world.verification("r-gone") is None
+
+
+@pytest.mark.parametrize("knob", [{"outage": True}, {"fail_rate_429": 1.0}])
+def test_report_api_5xx_or_429_is_transient_and_records_nothing(
+    world: ReportsWorld, report_api: ReportApiFake, knob: dict[str, Any]
+) -> None:
+    report_api.publish("r-1", CONTENT)
+    report_api.set_knobs(**knob)
+
+    response = verify(report_generated("r-1", sha256=SHA))
+
+    assert len(failed_ids(response)) == 1
+    assert world.verification("r-1") is None
+    assert parked_reasons(world) == []
+
+
+def test_report_api_timeout_is_transient(
+    world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reports.runtime import reset_runtime
+
+    monkeypatch.setenv("HTTP_TIMEOUT_SECONDS", "0.3")
+    reset_runtime()
+    report_api.publish("r-1", CONTENT)
+    report_api.set_knobs(timeout_rate=1.0, timeout_sleep_s=3.0)
+
+    response = verify(report_generated("r-1", sha256=SHA))
+
+    assert len(failed_ids(response)) == 1
+    assert world.verification("r-1") is None
+
+
+def test_event_without_a_valid_sha256_is_parked_as_invalid_input(
+    world: ReportsWorld, report_api: ReportApiFake
+) -> None:
+    response = verify(report_generated("r-1", sha256="not-a-digest"))
+
+    assert failed_ids(response) == []
+    assert parked_reasons(world) == ["InvalidInput"]
+    assert report_api.calls() == []
+
+
+# duplicates ------------------------------------------------------------------------------------
+
+
+def test_duplicate_delivery_is_acknowledged_with_one_record_and_no_second_read(
+    world: ReportsWorld, report_api: ReportApiFake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report_api.publish("r-bad", CONTENT)
+    report_api.set_knobs(tamper_ids="r-bad")
+    env = report_generated("r-bad", sha256=SHA)
+    verify(env)
+    first = world.verification("r-bad")
+
+    again = verify(env, receive_count=2)
+
+    assert failed_ids(again) == []
+    assert world.verification_count() == 1
+    assert world.verification("r-bad") == first  # checkedAt, attempts: untouched
+    assert report_api.reads() == {"r-bad": 1}
+    assert len(metric_lines(capsys.readouterr().out, "VerificationMismatch")) == 1  # counted once
+
+
+def test_concurrent_duplicate_that_misses_the_early_read_is_stopped_by_the_marker(
+    world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reports.runtime import runtime
+
+    report_api.publish("r-1", CONTENT)
+    env = report_generated("r-1", sha256=SHA)
+    verify(env)
+    first = world.verification("r-1")
+    # Both consumers read "no record yet" before either wrote (visibility lapsed mid-flight).
+    monkeypatch.setattr(runtime().verification.store, "get", lambda _report_id: None)
+
+    again = verify(env, receive_count=2)
+
+    assert failed_ids(again) == []
+    assert world.verification("r-1") == first
+    assert world.verification_count() == 1
+
+
+def test_replay_under_another_event_id_cannot_overwrite_a_final_outcome(
+    world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reports.runtime import runtime
+
+    report_api.publish("r-1", CONTENT)
+    verify(report_generated("r-1", sha256=SHA))
+    first = world.verification("r-1")
+    report_api.set_knobs(tamper_ids="r-1")  # the content changed since: a re-check would say MISMATCH
+    monkeypatch.setattr(runtime().verification.store, "get", lambda _report_id: None)
+
+    replay = verify(report_generated("r-1", sha256=SHA, identity=["r-1", "republished"]))
+
+    assert failed_ids(replay) == []
+    assert world.verification("r-1") == first
+    assert first is not None and first["status"] == "VERIFIED"
+
+
+def test_same_report_announced_with_another_sha256_is_parked_and_the_record_kept(
+    world: ReportsWorld, report_api: ReportApiFake
+) -> None:
+    report_api.publish("r-1", CONTENT)
+    verify(report_generated("r-1", sha256=SHA))
+    first = world.verification("r-1")
+
+    response = verify(report_generated("r-1", sha256="ab" * 32, identity=["r-1", "regenerated"]))
+
+    assert failed_ids(response) == []
+    assert parked_reasons(world) == ["ReportAlreadyRecorded"]
+    assert world.verification("r-1") == first
+
+
+# SSRF guard ------------------------------------------------------------------------------------
+
+
+def test_event_url_under_the_report_api_is_the_one_read(
+    world: ReportsWorld, report_api: ReportApiFake
+) -> None:
+    report_api.publish("r-1", CONTENT)
+    url = f"{report_api.base_url}/reports/r-1"
+
+    verify(report_generated("r-2", sha256=SHA, url=url))
+
+    record = world.verification("r-2")
+    assert record is not None and record["status"] == "VERIFIED" and record["url"] == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/iam/security-credentials/",
+        "{base}.evil.example/reports/r-1",
+        "{base}@evil.example/reports/r-1",
+        "{base}/reports/../../admin",
+        "{base}/reports/%2e%2e/admin",
+        "https://{host}/reports/r-1",
+        "{base}/reports/r-1#fragment",
+    ],
+)
+def test_event_url_outside_the_report_api_is_parked_without_any_request(
+    world: ReportsWorld, report_api: ReportApiFake, url: str
+) -> None:
+    base = report_api.base_url
+    url = url.format(base=base, host=base.removeprefix("http://"))
+    report_api.publish("r-1", CONTENT)
+
+    response = verify(report_generated("r-1", sha256=SHA, url=url))
+
+    assert failed_ids(response) == []
+    assert parked_reasons(world) == ["InvalidInput"]
+    assert report_api.calls() == []
+    assert world.verification("r-1") is None
+
+
+def test_report_url_without_an_event_url_is_built_from_the_base_and_the_quoted_id() -> None:
+    assert (
+        report_url("https://reports.example.com/v1/", "r-1", None)
+        == "https://reports.example.com/v1/reports/r-1"
+    )
+    assert report_url("https://reports.example.com/v1", "r:1", None).endswith("/reports/r%3A1")
+
+
+def test_report_url_under_a_base_path_must_stay_under_it() -> None:
+    base = "https://reports.example.com/v1"
+    assert report_url(base, "r-1", f"{base}/reports/r-1") == f"{base}/reports/r-1"
+    with pytest.raises(InvalidInput):
+        report_url(base, "r-1", "https://reports.example.com/v10/reports/r-1")
+    with pytest.raises(InvalidInput):
+        report_url(base, "r-1", "https://reports.example.com:8443/v1/reports/r-1")
+
+
+class _Redirect(BaseHTTPRequestHandler):
+    target = ""
+
+    def do_GET(self) -> None:
+        self.send_response(302)
+        self.send_header("Location", self.target)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def redirecting_api(report_api: ReportApiFake) -> Iterator[str]:
+    """A 'report API' that redirects every read to the (fake) report API on another port."""
+    _Redirect.target = f"{report_api.base_url}/reports/r-1"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Redirect)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def test_redirect_from_the_report_api_is_not_followed_and_is_parked(
+    world: ReportsWorld, report_api: ReportApiFake, redirecting_api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reports.runtime import reset_runtime
+
+    monkeypatch.setenv("REPORT_API_URL", redirecting_api)
+    reset_runtime()
+    report_api.publish("r-1", CONTENT)
+
+    response = verify(report_generated("r-1", sha256=SHA))
+
+    assert failed_ids(response) == []
+    assert parked_reasons(world) == ["BusinessRejection"]
+    assert report_api.calls() == []  # the redirect target was never requested
+    assert world.verification("r-1") is None
