@@ -24,9 +24,8 @@ def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) 
     core = CoreStack(app, f"{config.prefix}-core", config=config, env=env)
     stacks: dict[str, RelayStack] = {"core": core}
     platform = core.platform
-    stacks["payments"] = PaymentsStack(
-        app, f"{config.prefix}-payments", config=config, platform=platform, env=env
-    )
+    payments = PaymentsStack(app, f"{config.prefix}-payments", config=config, platform=platform, env=env)
+    stacks["payments"] = payments
     reports = ReportsStack(app, f"{config.prefix}-reports", config=config, platform=platform, env=env)
     stacks["reports"] = reports
     stacks["scores"] = ScoresStack(

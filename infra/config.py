@@ -115,6 +115,19 @@ class ScoresConfig(_Strict):
         return value
 
 
+class OrdersConfig(_Strict):
+    notify_webhook_url: str = "https://hooks.example.com/order-events"
+    http_timeout_seconds: int = Field(default=5, ge=1, le=30)
+    # A TransactWriteItems holds at most 100 items: marker + order + reservation + outbox + one per SKU.
+    max_order_items: int = Field(default=25, ge=1, le=90)
+    analytics_retention_days: int = Field(default=400, ge=1)
+
+    @field_validator("notify_webhook_url")
+    @classmethod
+    def _https(cls, value: str) -> str:
+        return _external_url(value)
+
+
 class StageConfig(_Strict):
     stage: str = Field(pattern=r"^[a-z][a-z0-9-]{1,15}$")
     account: str | None = Field(default=None, pattern=r"^\d{12}$")
@@ -127,6 +140,7 @@ class StageConfig(_Strict):
     payments: PaymentsConfig = PaymentsConfig()
     reports: ReportsConfig = ReportsConfig()
     scores: ScoresConfig = ScoresConfig()
+    orders: OrdersConfig = OrdersConfig()
 
     @model_validator(mode="after")
     def _claim_checks_outlive_redrive(self) -> StageConfig:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from payments._http import post_json
 from relay.errors import DependencyUnavailable, PayloadConflict, classify_http_status
+from relay.http import post_json
 
 WHAT = "invoice API"
 

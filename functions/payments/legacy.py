@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from payments._http import post_json
 from relay.errors import DependencyUnavailable, PayloadConflict, classify_http_status
+from relay.http import post_json
 
 WHAT = "legacy payment system"
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from relay.envelope import Envelope
 from relay.errors import BusinessRejection, classify_http_status
+from relay.http import post_json
 from relay.observability import logger, record_metric
 from relay.side_effects import run_once
-from reports._http import post_json
 from reports.events import parse_report_generated
 
 WHAT = "report-ready webhook"

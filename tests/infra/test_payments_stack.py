@@ -50,7 +50,7 @@ def test_operations_table_streams_new_and_old_images_to_the_outbox_publisher(pay
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["StartingPosition"] == "TRIM_HORIZON"
-    dlq_id = _id(payments, "OutboxStreamDlq/Resource")
+    dlq_id = _id(payments, "OutboxPublisher/StreamDlq/Resource")
     assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [dlq_id, "Arn"]}
 
 
@@ -76,7 +76,7 @@ def test_each_queue_subscribes_to_payment_events_with_its_filter_enveloped(payme
 
 
 def test_claim_check_bucket_is_private_encrypted_tls_only_and_expires_after_the_redrive_window(payments):
-    bucket_id = _id(payments, "ClaimChecks/Resource")
+    bucket_id = _id(payments, "ClaimChecks/Bucket/Resource")
     bucket = payments["Resources"][bucket_id]["Properties"]
     assert bucket["PublicAccessBlockConfiguration"] == {
         "BlockPublicAcls": True,
@@ -99,7 +99,7 @@ def test_claim_check_bucket_is_private_encrypted_tls_only_and_expires_after_the_
 
 
 def test_functions_get_only_the_claim_check_prefix_of_the_bucket(payments):
-    bucket_id = _id(payments, "ClaimChecks/Resource")
+    bucket_id = _id(payments, "ClaimChecks/Bucket/Resource")
     for policy in _of(payments, "AWS::IAM::Policy").values():
         for statement in policy["PolicyDocument"]["Statement"]:
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]

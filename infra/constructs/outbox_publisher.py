@@ -1,0 +1,65 @@
+"""Outbox publisher: a table's stream → a fan-out topic, the second half of the transactional outbox.
+
+Defaults it owns:
+- the stream mapping starts at TRIM_HORIZON (no outbox row written before the first deploy is
+  skipped) and reports batch item failures by SequenceNumber;
+- a failing batch is retried in order (20 attempts), then its stream coordinates go to an on-failure
+  DLQ (alarmed) — the outbox rows themselves stay unpublished in the table, ready for a re-drive;
+- its own role: publish to this topic, write (mark `publishedAt`) to this table, read this stream.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Duration, Validations
+from aws_cdk import aws_dynamodb as ddb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from constructs import Construct
+
+from infra.constructs.base import RelayStack
+from infra.constructs.fanout_topic import FanoutTopic
+from infra.constructs.queue_consumer import RelayFunction
+from infra.constructs.reliable_queue import dead_letter_queue
+
+
+class OutboxPublisher(RelayFunction):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        table: ddb.ITable,
+        topic: FanoutTopic,
+        handler: str,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            handler=handler,
+            environment={**(environment or {}), "EVENTS_TOPIC_ARN": topic.topic.topic_arn},
+            description=f"{table.node.id} stream → {topic.name} (outbox rows only)",
+        )
+        self.dlq = dead_letter_queue(self, "StreamDlq", name="outbox-stream-dlq")
+        self.function.add_event_source(
+            sources.DynamoEventSource(
+                table,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=100,
+                max_batching_window=Duration.seconds(1),
+                report_batch_item_failures=True,
+                retry_attempts=20,
+                bisect_batch_on_error=False,
+                on_failure=sources.SqsDlq(self.dlq),
+            )
+        )
+        topic.topic.grant_publish(self.function)
+        table.grant_write_data(self.function)
+        Validations.of(self.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+                reason="dynamodb:ListStreams does not support resource-level permissions (AWS service "
+                "authorization reference); every other stream action is scoped to this table's stream.",
+            )
+        )
+        RelayStack.of(self).alarms.watch_consumer(self.function, label=construct_id)

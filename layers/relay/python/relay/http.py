@@ -1,0 +1,106 @@
+"""JSON over HTTP with the standard library (Lambda has no ``requests``), classified the kernel's way.
+
+Connection failures and timeouts become ``DependencyUnavailable`` (transient: the consumer backs the
+message off). HTTP statuses are returned to the caller, which knows which answers are business outcomes
+(a 404 "not visible yet", a 422 rejection) and classifies the rest with
+``relay.errors.classify_http_status``.
+
+Redirects are NOT followed: urllib would follow a 30x to any host, which turns a URL check done before
+the request into a bypassable one (an SSRF hole towards, say, the instance metadata endpoint). A 3xx is
+returned as a status like any other.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from relay.errors import DependencyUnavailable
+
+# Enough for any JSON answer we act on; a larger body is cut (and then fails JSON parsing visibly).
+RESPONSE_BODY_LIMIT = 1024 * 1024
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        # None makes urllib raise HTTPError with the 3xx status instead of following it.
+        return None
+
+
+OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    body: Any  # parsed JSON, or the text when the body is not JSON
+    text: str
+    retry_after: float | None
+
+
+@contextmanager
+def transient_network_errors(what: str, timeout: float) -> Iterator[None]:
+    """Turn timeouts and connection failures into DependencyUnavailable (the one place that does)."""
+    try:
+        yield
+    except urllib.error.HTTPError:
+        raise
+    except TimeoutError as exc:
+        raise DependencyUnavailable(
+            f"{what} did not answer within {timeout:g} s; will retry with backoff."
+        ) from exc
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DependencyUnavailable(
+            f"{what} unreachable ({type(exc).__name__}: {reason}); will retry with backoff."
+        ) from exc
+
+
+def post_json(
+    url: str,
+    body: Mapping[str, Any],
+    *,
+    headers: Mapping[str, str],
+    timeout: float,
+    what: str,
+) -> HttpResponse:
+    """POST `body` as JSON; `what` names the system in error messages ("legacy payment system")."""
+    data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    request = urllib.request.Request(  # noqa: S310 - the URL is a configured http(s) URL
+        url,
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
+    )
+    with transient_network_errors(what, timeout):
+        try:
+            with OPENER.open(request, timeout=timeout) as response:
+                return _read(response.status, response.headers, response.read(RESPONSE_BODY_LIMIT))
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return _read(exc.code, exc.headers, exc.read(RESPONSE_BODY_LIMIT))
+
+
+def retry_after(headers: Any) -> float | None:
+    header = headers.get("Retry-After") if headers is not None else None
+    if not header:
+        return None
+    try:
+        return float(header)
+    except ValueError:
+        return None  # an HTTP date: the kernel's own backoff is good enough
+
+
+def _read(status: int, headers: Any, raw: bytes) -> HttpResponse:
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        body: Any = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        body = text
+    return HttpResponse(status=status, body=body, text=text, retry_after=retry_after(headers))
