@@ -25,6 +25,19 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--cdk-out", type=Path, default=None, help="cloud assembly (default: ./cdk.out)")
     parser.add_argument("--payments", type=int, default=int(os.environ.get("DEMO_PAYMENTS", "200")))
     parser.add_argument("--production-clock", action="store_true", help="keep the templates' backoff timings")
+    parser.add_argument(
+        "--scheduled-time",
+        default=None,
+        metavar="ISO-8601",
+        help="fire-schedule: the <aws.scheduler.scheduled-time> (default: the schedule's latest occurrence)",
+    )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="fire-schedule: wait this long for the API destination calls (0: do not wait)",
+    )
     return parser.parse_args(argv)
 
 
@@ -47,8 +60,15 @@ def _up(args: argparse.Namespace) -> int:
     try:
         sandbox.start()
         print(f"\nAPI:      {sandbox.api_url}   (curl {sandbox.api_url}/operations/x)")
+        for spec in sandbox.topology.apis:
+            print(f"          {spec.name}: {', '.join(r.route_key for r in spec.routes)}")
         print(f"emulator: {sandbox.endpoint}")
         print(f"AWS CLI:  {cli_hint(sandbox.endpoint)}")
+        for schedule in sandbox.topology.schedules:
+            print(
+                f"schedule: {schedule.name} {schedule.expression}   "
+                f"(python -m local fire-schedule {schedule.name})"
+            )
         print("Ctrl-C stops everything.\n")
         while not stop.is_set():
             print(f"\r{status_line(snapshot(sandbox.state()))}   ", end="", flush=True)
@@ -68,6 +88,10 @@ def _status() -> int:
     state = json.loads(STATE_FILE.read_text())
     snap = snapshot(state)
     print(f"API {', '.join(state['apiUrls'])}   emulator {state['endpoint']}")
+    for api in state.get("apis", []):
+        print(f"  {api['name']:40s} {', '.join(api['routes'])}")
+    for schedule in state.get("schedules", []):
+        print(f"  schedule {schedule['name']:31s} {schedule['expression']} {schedule['timezone']}")
     print(status_line(snap))
     for name, queue in snap["queues"].items():
         print(f"  {name:55s} queued {queue['visible']:5d}  in flight {queue['inFlight']:5d}")
@@ -99,6 +123,43 @@ def _demo(args: argparse.Namespace) -> int:
     return code
 
 
+def _fire_schedule(args: argparse.Namespace) -> int:
+    from local.control import fire_remote
+
+    if not STATE_FILE.exists():
+        print("no sandbox running (start one with `python -m local up`)", file=sys.stderr)
+        return 1
+    state = json.loads(STATE_FILE.read_text())
+    if not state.get("control"):
+        print("the running sandbox has no control endpoint (restart it)", file=sys.stderr)
+        return 1
+    status, answer = fire_remote(state["control"], args.name, args.scheduled_time, args.wait)
+    if status != 200:
+        print(f"fire-schedule: {answer.get('message', answer)}", file=sys.stderr)
+        return 2
+    code = 0
+    for firing in answer["firings"]:
+        if firing["error"]:
+            code = 1
+            where = "schedule DLQ" if firing["deadLettered"] else "dropped"
+            print(
+                f"{firing['schedule']} @ {firing['scheduledTime']}: PutEvents failed, {where} "
+                f"({firing['error']})"
+            )
+            continue
+        print(f"{firing['schedule']} @ {firing['scheduledTime']}: event {firing['eventId']} on the bus")
+        for delivery in firing.get("deliveries", []):
+            outcome = "delivered" if delivery["delivered"] else "NOT delivered"
+            if delivery["deadLettered"]:
+                outcome += ", sent to the rule's DLQ"
+            print(
+                f"  rule {delivery['rule']}: attempts {delivery['attempts']} → {outcome} {delivery['error']}"
+            )
+            if not delivery["delivered"]:
+                code = 1
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "up":
@@ -107,12 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _status()
     if args.command == "demo":
         return _demo(args)
-    print(
-        "fire-schedule: the synthesized templates declare no AWS::Scheduler::Schedule, so there is "
-        "nothing to fire; the scheduler → bus → rule → API destination glue is not built yet.",
-        file=sys.stderr,
-    )
-    return 2
+    return _fire_schedule(args)
 
 
 if __name__ == "__main__":

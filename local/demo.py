@@ -9,6 +9,11 @@ What it does to the running sandbox, and the invariant each step protects:
 * a poison message sent straight to the payment-requests queue -> parked in the DLQ with a reason.
 Exit code 0 only when every operation COMPLETED, each was charged and invoiced exactly once, and
 the only parked message is the poison one.
+
+And a short agents section (``AgentsScenario``): ``ReportGenerated`` events over SNS, two of them late
+(not visible for the first reads) and one tampered in the report API -> VERIFIED except one
+MISMATCH, one webhook notification per report; the hourly schedule fired twice for the current
+hour -> one unchanged snapshot per agent.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any
 import requests
 
 from local.emulator import client
+from local.runtime import PROJECT_ROOT
 from local.sandbox import Sandbox, snapshot, status_line
 
 TERMINAL = {"COMPLETED", "FAILED"}
@@ -260,7 +266,153 @@ class Scenario:
         return all(checks.values())
 
 
+class AgentsScenario:
+    """Reports published at the start (verified while the payments run), snapshot fired at the end."""
+
+    def __init__(self, sandbox: Sandbox, out: Any = sys.stdout) -> None:
+        self.sb = sandbox
+        self.out = out
+        topics = [arn for name, arn in sandbox.topology.topics.items() if name.endswith("report-events")]
+        tables = [name for name in sandbox.topology.tables if name.endswith("reports-verifications")]
+        self.enabled = bool(topics and tables and sandbox.topology.schedules)
+        self.topic = topics[0] if topics else ""
+        self.table = tables[0] if tables else ""
+        run = uuid.uuid4().hex[:6]
+        self.agents = {
+            f"agent-{name}-{run}": [f"rep-{run}-{name}{i}" for i in range(3)] for name in ("a", "b")
+        }
+        self.late = {f"rep-{run}-a1", f"rep-{run}-b2"}
+        self.tampered = f"rep-{run}-b1"
+        self.run_id = run
+
+    @property
+    def report_ids(self) -> list[str]:
+        return [r for ids in self.agents.values() for r in ids]
+
+    def publish(self) -> None:
+        if not self.enabled:
+            return
+        sys.path.insert(0, str(PROJECT_ROOT / "layers" / "relay" / "python"))
+        from relay.envelope import new_envelope
+
+        reports = self.sb.reports
+        reports.set_knobs(tamper_ids=frozenset({*reports.knobs.tamper_ids, self.tampered}))
+        sns = client("sns", self.sb.endpoint)
+        for agent, report_ids in self.agents.items():
+            for report_id in report_ids:
+                content = f"report {report_id} of {agent}".encode()
+                invisible = 2 if report_id in self.late else 0
+                digest = reports.publish(report_id, content, invisible_reads=invisible)
+                envelope = new_envelope(
+                    "ReportGenerated",
+                    identity=[report_id],
+                    ids={"reportId": report_id, "agentId": agent},
+                    payload={
+                        "reportId": report_id,
+                        "agentId": agent,
+                        "url": f"{reports.base_url}/reports/{report_id}",
+                        "sha256": digest,
+                    },
+                    correlation_id=f"demo-{self.run_id}",
+                )
+                sns.publish(
+                    TopicArn=self.topic,
+                    Message=envelope.to_json(),
+                    MessageAttributes={"eventType": {"DataType": "String", "StringValue": "ReportGenerated"}},
+                )
+        print(
+            f"agents: published {len(self.report_ids)} ReportGenerated of 2 agents (2 late, 1 tampered)",
+            file=self.out,
+            flush=True,
+        )
+
+    def _status(self, report_id: str) -> str | None:
+        item = client("dynamodb", self.sb.endpoint).get_item(
+            TableName=self.table,
+            Key={"pk": {"S": f"REPORT#{report_id}"}, "sk": {"S": "VERIFICATION"}},
+            ConsistentRead=True,
+        )
+        return item["Item"]["status"]["S"] if "Item" in item else None
+
+    def _scores(self, agent: str, hour: str) -> list[dict[str, Any]]:
+        params = {"from": hour, "to": hour}
+        response = requests.get(f"{self.sb.api_url}/agents/{agent}/scores", params=params, timeout=10)
+        return list(response.json().get("snapshots", [])) if response.status_code == 200 else []
+
+    def _snapshot_queue_idle(self) -> bool:
+        sqs = client("sqs", self.sb.endpoint)
+        url = next(u for n, u in self.sb.topology.queues.items() if n.endswith("scores-snapshots"))
+        attrs = sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return sum(int(v) for v in attrs.values()) == 0
+
+    def finish(self) -> bool:
+        """The verdict: verifications, notifications, the schedule fired twice; True when it all holds."""
+        if not self.enabled:
+            return True
+        print("\nagents: reports verified by read-back, then the hourly schedule fired twice", file=self.out)
+        started = time.monotonic()
+        statuses: dict[str, str | None] = {}
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline:
+            statuses = {r: self._status(r) for r in self.report_ids}
+            if all(statuses.values()):
+                break
+            time.sleep(0.5)
+        notified = self.sb.webhook.deliveries_by_key()
+
+        (first,) = self.sb.fire_schedule()
+        hour = first.scheduled_time
+        first_ok = all(d.delivered for d in first.wait(60))
+        snapshots: dict[str, list[dict[str, Any]]] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            snapshots = {agent: self._scores(agent, hour) for agent in self.agents}
+            if all(snapshots.values()):
+                break
+            time.sleep(0.3)
+        (second,) = self.sb.fire_schedule(scheduled_time=hour)
+        second_ok = all(d.delivered for d in second.wait(60))
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not self._snapshot_queue_idle():
+            time.sleep(0.3)
+        again = {agent: self._scores(agent, hour) for agent in self.agents}
+
+        counts = Counter(str(v) for v in statuses.values())
+        per_report = sorted({notified.get(f"{r}:report-ready", 0) for r in self.report_ids})
+        rows = [(f"reports {state}", str(n)) for state, n in sorted(counts.items())]
+        rows.append(("webhook notifications per report", ", ".join(map(str, per_report))))
+        rows.append(("agents section took", f"{time.monotonic() - started:.1f} s"))
+        for agent, snaps in snapshots.items():
+            value = ", ".join(f"score {s['score']} ({s['verified']}/{s['total']} verified)" for s in snaps)
+            rows.append((f"snapshot {hour} {agent}", value or "none"))
+        width = max(len(r[0]) for r in rows)
+        for label, value in rows:
+            print(f"  {label:<{width}}  {value}", file=self.out)
+        checks = {
+            "every report VERIFIED except the tampered one (MISMATCH)": all(
+                statuses[r] == ("MISMATCH" if r == self.tampered else "VERIFIED") for r in self.report_ids
+            ),
+            "each report notified exactly once": all(
+                notified.get(f"{r}:report-ready") == 1 for r in self.report_ids
+            ),
+            "both firings delivered by the API destination": first_ok and second_ok,
+            "one snapshot per agent for the hour, unchanged by the second firing": all(
+                len(snapshots[a]) == 1 and again[a] == snapshots[a] for a in self.agents
+            ),
+        }
+        print("", file=self.out)
+        for name, ok in checks.items():
+            print(f"  {'PASS' if ok else 'FAIL'}  {name}", file=self.out)
+        return all(checks.values())
+
+
 def run_demo(sandbox: Sandbox, payments: int = 200) -> int:
     print(f"\ndemo: {payments} payments through {sandbox.api_url}", flush=True)
+    agents = AgentsScenario(sandbox)
+    agents.publish()  # verified in the background while the payments run
     ok = Scenario(sandbox, payments=payments).run()
-    return 0 if ok else 1
+    agents_ok = agents.finish()
+    return 0 if ok and agents_ok else 1

@@ -7,6 +7,18 @@ cookies, base64 bodies); any other return value becomes a 200 JSON body. A funct
 500 ``{"message":"Internal Server Error"}``, a timeout 503, an unknown route 404
 ``{"message":"Not Found"}``. Route selection prefers the most specific match, then ``ANY``,
 then ``$default``, as API Gateway does.
+
+Every HTTP API of every stack is served on ONE port (``--api-port``): the payments and scores APIs
+have disjoint routes, and one base URL is what a newcomer can remember. A route key that two APIs
+both declare is served by the first API and reported as a clash at start (``clashes``).
+
+Lambda authorizers (REQUEST, payload 2.0) run for real before the integration, as API Gateway
+documents (https://docs.aws.amazon.com/apigateway/latest/developerguide/
+http-api-lambda-authorizer.html): a request missing any identity source answers 401
+``{"message":"Unauthorized"}`` without invoking the authorizer; ``isAuthorized: false`` (simple
+responses) or a Deny policy answers 403 ``{"message":"Forbidden"}``; an authorizer error, timeout
+or malformed answer 500 ``{"message":"Internal Server Error"}``. Results are cached per identity
+source values for the authorizer's ``AuthorizerResultTtlInSeconds``, like API Gateway.
 """
 
 from __future__ import annotations
@@ -22,12 +34,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from local.provision import HttpApiSpec, RouteSpec
+from local.provision import AuthorizerSpec, HttpApiSpec, RouteSpec
 from local.runtime import Runtime
 
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
+
+
+_JSON = {"content-type": "application/json"}
+Answer = tuple[int, dict[str, str], list[str], bytes]
 
 
 @dataclass
@@ -36,11 +52,12 @@ class _Route:
     method: str
     pattern: re.Pattern[str] | None
     literal_segments: int
+    api: HttpApiSpec | None = None
 
 
-def _compile(spec: RouteSpec) -> _Route:
+def _compile(spec: RouteSpec, api: HttpApiSpec | None = None) -> _Route:
     if spec.route_key == "$default":
-        return _Route(spec, "ANY", None, -1)
+        return _Route(spec, "ANY", None, -1, api)
     method, _, path = spec.route_key.partition(" ")
     regex = ""
     literal = 0
@@ -52,17 +69,43 @@ def _compile(spec: RouteSpec) -> _Route:
         elif segment:
             regex += "/" + re.escape(segment)
             literal += 1
-    return _Route(spec, method.upper(), re.compile(f"^{regex or '/'}$"), literal)
+    return _Route(spec, method.upper(), re.compile(f"^{regex or '/'}$"), literal, api)
+
+
+def _identity_value(source: str, headers: dict[str, str], query: dict[str, str]) -> str | None:
+    """The value of one identity source expression, or None when the request lacks it."""
+    if source.startswith("$request.header."):
+        value = headers.get(source.removeprefix("$request.header.").lower())
+    elif source.startswith("$request.querystring."):
+        value = query.get(source.removeprefix("$request.querystring."))
+    else:
+        # $context.* and $stageVariables.* are always present in API Gateway.
+        return source
+    return value if value else None
 
 
 class HttpApi:
-    """One HTTP API on one port."""
+    """Every given HTTP API on one port (the first API wins a route key two APIs both declare)."""
 
-    def __init__(self, spec: HttpApiSpec, runtime: Runtime, port: int) -> None:
-        self.spec = spec
+    def __init__(self, specs: HttpApiSpec | list[HttpApiSpec], runtime: Runtime, port: int) -> None:
+        self.specs = specs if isinstance(specs, list) else [specs]
+        self.spec = self.specs[0] if self.specs else HttpApiSpec(name="none", api_id="none")
         self.runtime = runtime
         self.port = port
-        self.routes = [_compile(r) for r in spec.routes]
+        self.routes: list[_Route] = []
+        self.clashes: list[str] = []
+        seen: dict[str, str] = {}
+        for api in self.specs:
+            for route in api.routes:
+                if route.route_key in seen:
+                    self.clashes.append(
+                        f"{route.route_key} of {api.name} is not served: {seen[route.route_key]} has it"
+                    )
+                    continue
+                seen[route.route_key] = api.name
+                self.routes.append(_compile(route, api))
+        self._auth_cache: dict[tuple[str, tuple[str, ...]], tuple[float, Answer | None, Any]] = {}
+        self._auth_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -71,15 +114,19 @@ class HttpApi:
         return f"http://127.0.0.1:{self.port}"
 
     def match(self, method: str, path: str) -> tuple[RouteSpec, dict[str, str]] | None:
-        candidates: list[tuple[int, int, RouteSpec, dict[str, str]]] = []
+        found = self._match(method, path)
+        return (found[0].spec, found[1]) if found else None
+
+    def _match(self, method: str, path: str) -> tuple[_Route, dict[str, str]] | None:
+        candidates: list[tuple[int, int, _Route, dict[str, str]]] = []
         for route in self.routes:
             if route.pattern is None:
-                candidates.append((0, -1, route.spec, {}))
+                candidates.append((0, -1, route, {}))
                 continue
             found = route.pattern.match(path)
             if found and route.method in (method, "ANY"):
                 exact_method = 2 if route.method == method else 1
-                candidates.append((exact_method, route.literal_segments, route.spec, found.groupdict()))
+                candidates.append((exact_method, route.literal_segments, route, found.groupdict()))
         if not candidates:
             return None
         # A literal segment beats a variable, an exact method beats ANY; $default comes last.
@@ -95,13 +142,17 @@ class HttpApi:
         query: str,
         headers: dict[str, str],
         body: bytes,
+        api: HttpApiSpec | None = None,
     ) -> dict[str, Any]:
+        api = api or self.spec
         content_type = headers.get("content-type", "")
         is_text = not body or content_type.startswith(TEXT_TYPES) or "charset" in content_type
         cookies = [c.strip() for c in headers.get("cookie", "").split(";") if c.strip()]
         query_params: dict[str, str] = {}
         for pair in query.split("&") if query else []:
-            key, _, value = pair.partition("=")
+            raw_key, _, raw_value = pair.partition("=")
+            # API Gateway decodes the parameters (rawQueryString keeps them as sent).
+            key, value = unquote(raw_key), unquote(raw_value)
             # Payload 2.0 joins repeated parameters with commas.
             query_params[key] = f"{query_params[key]},{value}" if key in query_params else value
         now = time.time()
@@ -113,7 +164,7 @@ class HttpApi:
             "headers": headers,
             "requestContext": {
                 "accountId": "123456789012",
-                "apiId": self.spec.api_id,
+                "apiId": api.api_id,
                 "domainName": f"127.0.0.1:{self.port}",
                 "domainPrefix": "127",
                 "http": {
@@ -141,15 +192,19 @@ class HttpApi:
             event["body"] = body.decode("utf-8") if is_text else base64.b64encode(body).decode()
         return event
 
-    def handle(
-        self, method: str, target: str, headers: dict[str, str], body: bytes
-    ) -> tuple[int, dict[str, str], list[str], bytes]:
+    def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
         parts = urlsplit(target)
-        matched = self.match(method, parts.path)
+        matched = self._match(method, parts.path)
         if matched is None:
-            return 404, {"content-type": "application/json"}, [], b'{"message":"Not Found"}'
-        route, params = matched
-        event = self.event(route, params, method, parts.path, parts.query, headers, body)
+            return 404, dict(_JSON), [], b'{"message":"Not Found"}'
+        compiled, params = matched
+        route = compiled.spec
+        event = self.event(route, params, method, parts.path, parts.query, headers, body, compiled.api)
+        if route.authorizer is not None:
+            denied, context = self.authorize(route.authorizer, event, compiled.api or self.spec)
+            if denied is not None:
+                return denied
+            event["requestContext"]["authorizer"] = {"lambda": context or {}}
         result = self.runtime.invoke(route.function, event)
         if not result.ok:
             # API Gateway answers 500/503 without detail; the sandbox says why on its own output.
@@ -177,6 +232,55 @@ class HttpApi:
         else:
             data = (raw if isinstance(raw, str) else json.dumps(raw)).encode()
         return int(payload["statusCode"]), out_headers, [str(c) for c in payload.get("cookies") or []], data
+
+    def authorize(
+        self, authorizer: AuthorizerSpec, event: dict[str, Any], api: HttpApiSpec
+    ) -> tuple[Answer | None, Any]:
+        """(None, context) when the request may pass; (the 401/403/500 answer, None) otherwise."""
+        query = event.get("queryStringParameters") or {}
+        values = [_identity_value(s, event["headers"], query) for s in authorizer.identity_source]
+        if any(v is None for v in values):
+            return (401, dict(_JSON), [], b'{"message":"Unauthorized"}'), None
+        identity = [str(v) for v in values]
+        cache_key = (authorizer.authorizer_id, tuple(identity))
+        now = time.monotonic()
+        if authorizer.ttl_seconds > 0:
+            with self._auth_lock:
+                cached = self._auth_cache.get(cache_key)
+            if cached is not None and cached[0] > now:
+                return cached[1], cached[2]
+        route_key = event["routeKey"]
+        method, _, path = route_key.partition(" ")
+        auth_event = {
+            **{k: v for k, v in event.items() if k not in ("body", "isBase64Encoded")},
+            "type": "REQUEST",
+            "routeArn": f"arn:aws:execute-api:us-east-1:123456789012:{api.api_id}/$default/{method}{path}",
+            "identitySource": identity,
+        }
+        result = self.runtime.invoke(authorizer.function, auth_event)
+        if not result.ok:
+            print(
+                f"HTTP authorizer {authorizer.name} ({authorizer.function}) failed "
+                f"({result.error_type}: {result.error_message[:300]})",
+                file=sys.stderr,
+                flush=True,
+            )
+            # An error is not cached: API Gateway calls the authorizer again on the next request.
+            return (500, dict(_JSON), [], b'{"message":"Internal Server Error"}'), None
+        allowed, context = _authorizer_verdict(result.payload, authorizer.simple_responses)
+        answer: Answer | None
+        if allowed is None:
+            print(
+                f"HTTP authorizer {authorizer.name}: malformed response {str(result.payload)[:200]}",
+                file=sys.stderr,
+                flush=True,
+            )
+            return (500, dict(_JSON), [], b'{"message":"Internal Server Error"}'), None
+        answer = None if allowed else (403, dict(_JSON), [], b'{"message":"Forbidden"}')
+        if authorizer.ttl_seconds > 0:
+            with self._auth_lock:
+                self._auth_cache[cache_key] = (now + authorizer.ttl_seconds, answer, context)
+        return answer, context
 
     def start(self) -> None:
         api = self
@@ -220,3 +324,21 @@ class HttpApi:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _authorizer_verdict(payload: Any, simple: bool) -> tuple[bool | None, Any]:
+    """(allowed, context) from an authorizer's answer; (None, None) when it is malformed."""
+    if not isinstance(payload, dict):
+        return None, None
+    if simple:
+        allowed = payload.get("isAuthorized")
+        if not isinstance(allowed, bool):
+            return None, None
+        return allowed, payload.get("context")
+    # IAM policy response: allowed when some statement allows execute-api:Invoke and none denies.
+    try:
+        statements = payload["policyDocument"]["Statement"]
+    except (KeyError, TypeError):
+        return None, None
+    effects = {str(s.get("Effect", "")) for s in statements if isinstance(s, dict)}
+    return ("Allow" in effects and "Deny" not in effects), payload.get("context")

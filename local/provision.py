@@ -10,6 +10,7 @@ silently; a resource missing from the CDK app is missing here too.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import json
 import re
@@ -49,7 +50,16 @@ LOCAL_TYPES = {
     "AWS::ApiGatewayV2::Api",
     "AWS::ApiGatewayV2::Integration",
     "AWS::ApiGatewayV2::Route",
+    "AWS::ApiGatewayV2::Authorizer",
+    "AWS::Scheduler::Schedule",
+    "AWS::Events::Rule",
+    "AWS::Events::Connection",
+    "AWS::Events::ApiDestination",
 }
+
+# CloudFormation dynamic references:
+# ``{{resolve:secretsmanager:<id>:SecretString:<json-key>:<stage>:<version>}}``.
+DYNAMIC_REFERENCE = re.compile(r"\{\{resolve:(?P<service>[a-z-]+):(?P<body>[^}]*)\}\}")
 
 
 @dataclass
@@ -83,18 +93,98 @@ class MappingSpec:
 
 
 @dataclass
+class AuthorizerSpec:
+    """An HTTP API Lambda authorizer (REQUEST type)."""
+
+    name: str
+    authorizer_id: str
+    function: str
+    identity_source: list[str]  # "$request.header.x-api-key", "$request.querystring.k", ...
+    payload_version: str
+    simple_responses: bool
+    ttl_seconds: int
+
+
+@dataclass
 class RouteSpec:
     route_key: str
     function: str
     authorization: str
     payload_version: str
+    authorizer: AuthorizerSpec | None = None
 
 
 @dataclass
 class HttpApiSpec:
     name: str
     api_id: str
+    stack: str = ""
     routes: list[RouteSpec] = field(default_factory=list)
+    authorizers: dict[str, AuthorizerSpec] = field(default_factory=dict)
+
+    @property
+    def aws_endpoint(self) -> str:
+        """What ``Fn::GetAtt ApiEndpoint`` (and so an API destination) holds for this API in AWS."""
+        return f"https://{self.api_id}.execute-api.{REGION}.amazonaws.com"
+
+
+@dataclass
+class RetryPolicy:
+    maximum_retry_attempts: int
+    maximum_event_age_seconds: int
+
+
+@dataclass
+class ScheduleSpec:
+    """An ``AWS::Scheduler::Schedule`` whose target is an event bus (PutEvents)."""
+
+    name: str
+    arn: str
+    expression: str
+    timezone: str
+    enabled: bool
+    target_arn: str
+    source: str
+    detail_type: str
+    input: str
+    retry: RetryPolicy
+    dlq_arn: str | None
+
+
+@dataclass
+class TargetSpec:
+    target_id: str
+    arn: str
+    input_path: str | None
+    retry: RetryPolicy
+    dlq_arn: str | None
+
+
+@dataclass
+class RuleSpec:
+    name: str
+    arn: str
+    event_bus: str  # name
+    pattern: dict[str, Any]
+    enabled: bool
+    targets: list[TargetSpec] = field(default_factory=list)
+
+
+@dataclass
+class ConnectionSpec:
+    name: str
+    arn: str
+    authorization_type: str
+
+
+@dataclass
+class ApiDestinationSpec:
+    name: str
+    arn: str
+    connection_arn: str
+    endpoint: str
+    method: str
+    rate_limit_per_second: int | None
 
 
 @dataclass
@@ -104,6 +194,11 @@ class Topology:
     functions: dict[str, FunctionSpec] = field(default_factory=dict)
     mappings: list[MappingSpec] = field(default_factory=list)
     apis: list[HttpApiSpec] = field(default_factory=list)
+    schedules: list[ScheduleSpec] = field(default_factory=list)
+    rules: list[RuleSpec] = field(default_factory=list)
+    connections: dict[str, ConnectionSpec] = field(default_factory=dict)  # arn -> spec
+    api_destinations: dict[str, ApiDestinationSpec] = field(default_factory=dict)  # arn -> spec
+    secrets: dict[str, str] = field(default_factory=dict)  # logical "stack/id" -> arn
     queues: dict[str, str] = field(default_factory=dict)  # name -> url
     tables: dict[str, str] = field(default_factory=dict)  # name -> stream arn ("" without a stream)
     topics: dict[str, str] = field(default_factory=dict)  # name -> arn
@@ -153,6 +248,8 @@ class Provisioner:
         self.ddb = client("dynamodb", endpoint)
         self.s3 = client("s3", endpoint)
         self.events = client("events", endpoint)
+        self.secretsmanager = client("secretsmanager", endpoint)
+        self.scheduler = client("scheduler", endpoint)
         self.topology = Topology()
         self.exports: dict[str, Any] = {}
         self.layers: dict[str, Path | None] = {}  # layer version arn -> python dir (None: unusable)
@@ -170,7 +267,7 @@ class Provisioner:
             resource = resources[logical_id]
             kind = str(resource["Type"])
             try:
-                props = resolver.resolve(resource.get("Properties", {}))
+                props = self._dynamic_references(resolver.resolve(resource.get("Properties", {})))
                 physical[logical_id] = self._create(stack, logical_id, kind, props)
             except Unresolved as exc:
                 self.topology.skipped[f"{kind} {logical_id}"] = str(exc)
@@ -199,6 +296,12 @@ class Provisioner:
             "AWS::ApiGatewayV2::Api": self._http_api,
             "AWS::ApiGatewayV2::Integration": self._integration,
             "AWS::ApiGatewayV2::Route": self._route,
+            "AWS::ApiGatewayV2::Authorizer": self._authorizer,
+            "AWS::SecretsManager::Secret": self._secret,
+            "AWS::Scheduler::Schedule": self._schedule,
+            "AWS::Events::Connection": self._connection,
+            "AWS::Events::ApiDestination": self._api_destination,
+            "AWS::Events::Rule": self._rule,
         }.get(kind)
         if handler is None:
             why = SKIPPED_TYPES.get(kind)
@@ -417,9 +520,12 @@ class Provisioner:
     def _http_api(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
         if props.get("ProtocolType") != "HTTP":
             raise Unresolved(f"API {logical_id}: only HTTP APIs are served locally (WebSocket is not)")
-        api = HttpApiSpec(name=props.get("Name", logical_id), api_id=logical_id.lower()[:10])
+        # API ids are 10 lowercase alphanumerics; CDK gives every stack's API the same logical id
+        # ("HttpApi4E1D4184"), so the id is derived from stack and logical id to stay unique.
+        api_id = hashlib.sha256(f"{stack.name}/{logical_id}".encode()).hexdigest()[:10]
+        api = HttpApiSpec(name=props.get("Name", logical_id), api_id=api_id, stack=stack.name)
         self.topology.apis.append(api)
-        return Physical(ref=api.api_id, attrs={"ApiEndpoint": "", "ApiId": api.api_id})
+        return Physical(ref=api.api_id, attrs={"ApiEndpoint": api.aws_endpoint, "ApiId": api.api_id})
 
     def _integration(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
         if props.get("IntegrationType") != "AWS_PROXY":
@@ -429,6 +535,33 @@ class Provisioner:
         version = str(props.get("PayloadFormatVersion", "2.0"))
         return Physical(ref=f"{function}|{version}")
 
+    def _api(self, api_id: Any) -> HttpApiSpec:
+        return next(a for a in self.topology.apis if a.api_id == api_id)
+
+    def _authorizer(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = str(props.get("Name", logical_id))
+        if props.get("AuthorizerType") != "REQUEST":
+            raise Unresolved(f"authorizer {name}: only Lambda (REQUEST) authorizers run locally, not JWT")
+        version = str(props.get("AuthorizerPayloadFormatVersion", ""))
+        if version != "2.0":
+            raise Unresolved(f"authorizer {name}: only payload format 2.0 authorizers run locally")
+        uri = str(props["AuthorizerUri"])
+        function = uri.split(":function:", 1)[-1].split("/", 1)[0].split(":", 1)[0]
+        if function not in self.topology.functions:
+            raise Unresolved(f"authorizer {name}: function {function} is not provisioned")
+        authorizer_id = hashlib.sha256(f"{stack.name}/{logical_id}".encode()).hexdigest()[:6]
+        spec = AuthorizerSpec(
+            name=name,
+            authorizer_id=authorizer_id,
+            function=function,
+            identity_source=[str(s) for s in props.get("IdentitySource") or []],
+            payload_version=version,
+            simple_responses=bool(props.get("EnableSimpleResponses", False)),
+            ttl_seconds=int(props.get("AuthorizerResultTtlInSeconds", 0)),
+        )
+        self._api(props["ApiId"]).authorizers[authorizer_id] = spec
+        return Physical(ref=authorizer_id, attrs={"AuthorizerId": authorizer_id})
+
     def _route(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
         target = str(props.get("Target", ""))
         if not target.startswith("integrations/"):
@@ -437,11 +570,220 @@ class Provisioner:
         if version != "2.0":
             raise Unresolved(f"route {props.get('RouteKey')}: only payload format 2.0 is served locally")
         authorization = str(props.get("AuthorizationType", "NONE"))
+        api = self._api(props["ApiId"])
+        authorizer = None
         if authorization == "CUSTOM":
-            raise Unresolved(f"route {props.get('RouteKey')}: Lambda authorizers are not implemented locally")
-        api = next(a for a in self.topology.apis if a.api_id == props["ApiId"])
-        api.routes.append(RouteSpec(str(props["RouteKey"]), function, authorization, version))
+            authorizer = api.authorizers.get(str(props.get("AuthorizerId")))
+            if authorizer is None:
+                raise Unresolved(f"route {props.get('RouteKey')}: its authorizer is not provisioned")
+        elif authorization == "JWT":
+            raise Unresolved(f"route {props.get('RouteKey')}: JWT authorizers are not implemented locally")
+        api.routes.append(RouteSpec(str(props["RouteKey"]), function, authorization, version, authorizer))
         return Physical(ref=f"{api.api_id}-{logical_id}")
+
+    # secrets and dynamic references ----------------------------------------------------------
+
+    def _secret(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        # CloudFormation names an unnamed secret <logical-id>-<random>; the ARN adds its own suffix.
+        name = props.get("Name") or f"{logical_id}-{hashlib.sha256(stack.name.encode()).hexdigest()[:12]}"
+        value = props.get("SecretString")
+        generate = props.get("GenerateSecretString")
+        if value is None and generate is not None:
+            value = self._generate_secret_string(generate)
+        params: dict[str, Any] = {"Name": name, "SecretString": value if value is not None else ""}
+        if props.get("Description"):
+            params["Description"] = props["Description"]
+        arn = self.secretsmanager.create_secret(**params)["ARN"]
+        self.topology.secrets[f"{stack.name}/{logical_id}"] = arn
+        return Physical(ref=arn, attrs={"Id": arn})
+
+    def _generate_secret_string(self, generate: dict[str, Any]) -> str:
+        """A random value as Secrets Manager generates it (GetRandomPassword with the same options)."""
+        options = {
+            key: generate[key]
+            for key in (
+                "PasswordLength",
+                "ExcludeCharacters",
+                "ExcludeNumbers",
+                "ExcludePunctuation",
+                "ExcludeUppercase",
+                "ExcludeLowercase",
+                "IncludeSpace",
+                "RequireEachIncludedType",
+            )
+            if key in generate
+        }
+        password = str(self.secretsmanager.get_random_password(**options)["RandomPassword"])
+        template, key = generate.get("SecretStringTemplate"), generate.get("GenerateStringKey")
+        if template and key:
+            document = json.loads(template)
+            document[key] = password
+            return json.dumps(document)
+        return password
+
+    def _dynamic_references(self, value: Any) -> Any:
+        """Resolve ``{{resolve:secretsmanager:...}}`` as CloudFormation does at deploy time."""
+        if isinstance(value, list):
+            return [self._dynamic_references(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self._dynamic_references(v) for k, v in value.items()}
+        if isinstance(value, str) and "{{resolve:" in value:
+            return DYNAMIC_REFERENCE.sub(lambda m: resolve_dynamic_reference(m, self.secretsmanager), value)
+        return value
+
+    # Scheduler, rules, connections, API destinations -----------------------------------------
+    # Created in the emulator too (so `aws scheduler list-schedules`, `aws events describe-connection`
+    # work), but fired and delivered by local.eventbridge: moto never fires a schedule and never calls
+    # an API destination.
+
+    def _schedule(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props.get("Name") or _generated_name(stack.name, logical_id)
+        group = props.get("GroupName", "default")
+        target = props["Target"]
+        target_arn = str(target["Arn"])
+        if ":event-bus/" not in target_arn:
+            raise Unresolved(f"schedule {name}: only event-bus targets (PutEvents) are fired locally")
+        bridge = target.get("EventBridgeParameters") or {}
+        retry = target.get("RetryPolicy") or {}
+        dlq = (target.get("DeadLetterConfig") or {}).get("Arn")
+        if dlq:
+            self.topology.dlqs.add(str(dlq).rsplit(":", 1)[-1])
+        params: dict[str, Any] = {
+            "Name": name,
+            "GroupName": group,
+            "ScheduleExpression": props["ScheduleExpression"],
+            "FlexibleTimeWindow": props.get("FlexibleTimeWindow", {"Mode": "OFF"}),
+            "State": props.get("State", "ENABLED"),
+            "Target": {k: v for k, v in target.items() if v is not None},
+        }
+        if props.get("ScheduleExpressionTimezone"):
+            params["ScheduleExpressionTimezone"] = props["ScheduleExpressionTimezone"]
+        arn = self.scheduler.create_schedule(**params)["ScheduleArn"]
+        self.topology.schedules.append(
+            ScheduleSpec(
+                name=name,
+                arn=arn,
+                expression=str(props["ScheduleExpression"]),
+                timezone=str(props.get("ScheduleExpressionTimezone") or "UTC"),
+                enabled=props.get("State", "ENABLED") == "ENABLED",
+                target_arn=target_arn,
+                source=str(bridge.get("Source", "")),
+                detail_type=str(bridge.get("DetailType", "")),
+                input=str(target.get("Input", "{}")),
+                # Scheduler's defaults: 185 attempts over 24 hours.
+                retry=RetryPolicy(
+                    int(retry.get("MaximumRetryAttempts", 185)),
+                    int(retry.get("MaximumEventAgeInSeconds", 86400)),
+                ),
+                dlq_arn=str(dlq) if dlq else None,
+            )
+        )
+        return Physical(ref=name, attrs={"Arn": arn})
+
+    def _connection(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props.get("Name") or _generated_name(stack.name, logical_id)
+        kind = str(props["AuthorizationType"])
+        if kind != "API_KEY":
+            raise Unresolved(f"connection {name}: only API_KEY connections are emulated (not {kind})")
+        params: dict[str, Any] = {
+            "Name": name,
+            "AuthorizationType": kind,
+            "AuthParameters": props["AuthParameters"],
+        }
+        if props.get("Description"):
+            params["Description"] = props["Description"]
+        arn = self.events.create_connection(**params)["ConnectionArn"]
+        self.topology.connections[arn] = ConnectionSpec(name=name, arn=arn, authorization_type=kind)
+        return Physical(ref=name, attrs={"Arn": arn, "SecretArn": ""})
+
+    def _api_destination(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props.get("Name") or _generated_name(stack.name, logical_id)
+        params: dict[str, Any] = {
+            "Name": name,
+            "ConnectionArn": props["ConnectionArn"],
+            "InvocationEndpoint": props["InvocationEndpoint"],
+            "HttpMethod": props["HttpMethod"],
+        }
+        rate = props.get("InvocationRateLimitPerSecond")
+        if rate is not None:
+            params["InvocationRateLimitPerSecond"] = int(rate)
+        arn = self.events.create_api_destination(**params)["ApiDestinationArn"]
+        self.topology.api_destinations[arn] = ApiDestinationSpec(
+            name=name,
+            arn=arn,
+            connection_arn=str(props["ConnectionArn"]),
+            endpoint=str(props["InvocationEndpoint"]),
+            method=str(props["HttpMethod"]).upper(),
+            rate_limit_per_second=int(rate) if rate is not None else None,
+        )
+        return Physical(ref=name, attrs={"Arn": arn})
+
+    def _rule(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props.get("Name") or _generated_name(stack.name, logical_id)
+        bus = str(props.get("EventBusName", "default")).rsplit("/", 1)[-1]
+        if "EventPattern" not in props:
+            raise Unresolved(f"rule {name}: scheduled (ScheduleExpression) rules are not fired locally")
+        pattern = props["EventPattern"]
+        pattern = json.loads(pattern) if isinstance(pattern, str) else pattern
+        state = str(props.get("State", "ENABLED"))
+        arn = self.events.put_rule(
+            Name=name, EventBusName=bus, EventPattern=json.dumps(pattern), State=state
+        )["RuleArn"]
+        rule = RuleSpec(name=name, arn=arn, event_bus=bus, pattern=pattern, enabled=state == "ENABLED")
+        targets = props.get("Targets") or []
+        for target in targets:
+            retry = target.get("RetryPolicy") or {}
+            dlq = (target.get("DeadLetterConfig") or {}).get("Arn")
+            if dlq:
+                self.topology.dlqs.add(str(dlq).rsplit(":", 1)[-1])
+            if "InputTransformer" in target or "Input" in target:
+                self.topology.skipped[f"rule target {name}/{target['Id']} input"] = (
+                    "Input/InputTransformer are not applied locally; InputPath is"
+                )
+            rule.targets.append(
+                TargetSpec(
+                    target_id=str(target["Id"]),
+                    arn=str(target["Arn"]),
+                    input_path=target.get("InputPath"),
+                    # EventBridge's defaults: 185 attempts over 24 hours.
+                    retry=RetryPolicy(
+                        int(retry.get("MaximumRetryAttempts", 185)),
+                        int(retry.get("MaximumEventAgeInSeconds", 86400)),
+                    ),
+                    dlq_arn=str(dlq) if dlq else None,
+                )
+            )
+        if targets:
+            self.events.put_targets(Rule=name, EventBusName=bus, Targets=targets)
+        self.topology.rules.append(rule)
+        return Physical(ref=f"{bus}|{name}", attrs={"Arn": arn})
+
+
+def resolve_dynamic_reference(match: re.Match[str], secretsmanager: Any) -> str:
+    """The value of one ``{{resolve:secretsmanager:<id>:SecretString:<key>:<stage>:<version>}}``."""
+    if match.group("service") != "secretsmanager":
+        raise Unresolved(f"dynamic reference {{{{resolve:{match.group('service')}:...}}}} is not supported")
+    body = match.group("body")
+    # The secret id may itself be an ARN (which contains colons): split the fixed fields from the right.
+    secret_id, fields = body, ["", "", "", ""]
+    marker = body.find(":SecretString")
+    if marker >= 0:
+        secret_id = body[:marker]
+        rest = body[marker + 1 :].split(":")
+        fields = [*rest, "", "", "", ""][:4]
+    _, json_key, stage, version = fields
+    params: dict[str, Any] = {"SecretId": secret_id}
+    if version:
+        params["VersionId"] = version
+    elif stage:
+        params["VersionStage"] = stage
+    try:
+        secret = str(secretsmanager.get_secret_value(**params)["SecretString"])
+    except Exception as exc:
+        raise Unresolved(f"dynamic reference to secret {secret_id}: {exc}") from exc
+    if json_key:
+        return str(json.loads(secret)[json_key])
+    return secret
 
 
 def _dependency_order(resources: dict[str, dict[str, Any]], resolver: Resolver) -> list[str]:

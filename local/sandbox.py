@@ -11,11 +11,25 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from local.control import ControlServer
 from local.emulator import Emulator, aws_env, client
-from local.fakes import InvoiceApiFake, InvoiceKnobs, LegacyPaymentKnobs, LegacyPaymentsFake, knobs_from_env
+from local.eventbridge import EventBridge, Firing, SchedulerClock
+from local.fakes import (
+    InvoiceApiFake,
+    InvoiceKnobs,
+    LegacyPaymentKnobs,
+    LegacyPaymentsFake,
+    ReportApiFake,
+    ReportApiKnobs,
+    WebhookFake,
+    WebhookKnobs,
+    knobs_from_env,
+)
 from local.http_api import HttpApi
 from local.mappings import Mappings
 from local.provision import Provisioner, Topology
@@ -59,9 +73,14 @@ class Sandbox:
             LegacyPaymentKnobs().replace(**knobs_from_env(LegacyPaymentKnobs, os.environ))
         )
         self.invoices = InvoiceApiFake(InvoiceKnobs().replace(**knobs_from_env(InvoiceKnobs, os.environ)))
+        self.reports = ReportApiFake(ReportApiKnobs().replace(**knobs_from_env(ReportApiKnobs, os.environ)))
+        self.webhook = WebhookFake(WebhookKnobs().replace(**knobs_from_env(WebhookKnobs, os.environ)))
         self.runtime: Runtime | None = None
         self.mappings: Mappings | None = None
         self.apis: list[HttpApi] = []
+        self.eventbridge: EventBridge | None = None
+        self.clock: SchedulerClock | None = None
+        self.control: ControlServer | None = None
 
     @property
     def endpoint(self) -> str:
@@ -90,9 +109,15 @@ class Sandbox:
         self.topology = Provisioner(self.endpoint, cfg.cdk_out).provision(stacks)
         for line in self.topology.report():
             self.log(line)
-        fakes = {"LEGACY_PAYMENTS_URL": self.legacy.start(), "INVOICE_API_URL": self.invoices.start()}
+        fakes = {
+            "LEGACY_PAYMENTS_URL": self.legacy.start(),
+            "INVOICE_API_URL": self.invoices.start(),
+            "REPORT_API_URL": self.reports.start(),
+            "NOTIFY_WEBHOOK_URL": self.webhook.start(),
+        }
         self.log(
-            f"fakes: legacy payments {fakes['LEGACY_PAYMENTS_URL']}, invoice API {fakes['INVOICE_API_URL']}"
+            f"fakes: legacy payments {fakes['LEGACY_PAYMENTS_URL']}, invoice API {fakes['INVOICE_API_URL']}, "
+            f"report API {fakes['REPORT_API_URL']}, report-ready webhook {fakes['NOTIFY_WEBHOOK_URL']}"
         )
         overrides: dict[str, dict[str, str]] = {}
         for name, spec in self.topology.functions.items():
@@ -100,6 +125,11 @@ class Sandbox:
             for variable, url in fakes.items():
                 if variable in spec.environment:
                     env[variable] = url
+            if "NOTIFY_WEBHOOK_URL" in spec.environment:
+                # A webhook is a full URL (https://hooks.example.com/report-ready): keep its path.
+                env["NOTIFY_WEBHOOK_URL"] = (
+                    fakes["NOTIFY_WEBHOOK_URL"] + urlsplit(spec.environment["NOTIFY_WEBHOOK_URL"]).path
+                )
             if cfg.fast_clock:
                 for variable, value in FAST_CLOCK.items():
                     if variable in spec.environment or (
@@ -127,38 +157,119 @@ class Sandbox:
         )
         self.mappings = Mappings(self.topology.mappings, self.runtime, self.endpoint, self.log)
         self.mappings.start()
-        for i, api_spec in enumerate(self.topology.apis):
-            api = HttpApi(api_spec, self.runtime, cfg.api_port + i)
+        if self.topology.apis:
+            # Every HTTP API on one port: their routes are disjoint, and one base URL is simpler.
+            api = HttpApi(self.topology.apis, self.runtime, cfg.api_port)
             api.start()
             self.apis.append(api)
-            self.log(f"HTTP API {api_spec.name}: {api.base_url}")
-            for route in api_spec.routes:
-                self.log(f"  {route.route_key:40s} → {route.function}")
-            if any(r.authorization == "AWS_IAM" for r in api_spec.routes):
-                self.log("  note: AWS_IAM-authorized routes are NOT verified locally (no SigV4 check)")
-        self.log(
-            "schedules, rules and API destinations: not materialized (the templates declare none yet; "
-            "`fire-schedule` has nothing to fire)"
+            for line in self.api_banner():
+                self.log(line)
+        self.eventbridge = EventBridge(
+            self.topology,
+            self.endpoint,
+            apis=self.topology.apis,
+            local_api_url=self.api_url,
+            fast_clock=cfg.fast_clock,
+            log=self.log,
         )
+        self.clock = SchedulerClock(self.eventbridge, hour_every=cfg.hour_every, log=self.log)
+        self.clock.start()
+        self.control = ControlServer(self.eventbridge)
+        self.control.start()
+        for line in self.schedule_banner():
+            self.log(line)
         if cfg.write_state:
             STATE_DIR.mkdir(parents=True, exist_ok=True)
             STATE_FILE.write_text(json.dumps(self.state(), indent=2))
+
+    def api_banner(self) -> list[str]:
+        lines = []
+        for api in self.apis:
+            for spec in api.specs:
+                lines.append(f"HTTP API {spec.name} ({spec.stack}): {api.base_url}")
+                for route in spec.routes:
+                    auth = f"  [{route.authorization}]" if route.authorization != "NONE" else ""
+                    if route.authorizer is not None:
+                        auth = f"  [Lambda authorizer {route.authorizer.function}]"
+                    lines.append(f"  {route.route_key:40s} → {route.function}{auth}")
+            lines.extend(f"  not served: {clash}" for clash in api.clashes)
+        if any(r.authorization == "AWS_IAM" for spec in self.topology.apis for r in spec.routes):
+            lines.append("  note: AWS_IAM-authorized routes are NOT verified locally (no SigV4 check)")
+        return lines
+
+    def schedule_banner(self) -> list[str]:
+        topo = self.topology
+        if not topo.schedules and not topo.rules:
+            return ["schedules: none declared by the templates"]
+        lines = []
+        for schedule in topo.schedules:
+            lines.append(
+                f"schedule {schedule.name}: {schedule.expression} {schedule.timezone} → PutEvents "
+                f"{schedule.detail_type!r} on {schedule.target_arn.rsplit('/', 1)[-1]}"
+            )
+        for rule in topo.rules:
+            for target in rule.targets:
+                destination = topo.api_destinations.get(target.arn)
+                where = (
+                    f"API destination {destination.method} {destination.endpoint}"
+                    if destination
+                    else target.arn
+                )
+                lines.append(
+                    f"rule {rule.name}: {json.dumps(rule.pattern)} → {where} "
+                    f"(retries {target.retry.maximum_retry_attempts}, max age "
+                    f"{target.retry.maximum_event_age_seconds} s, DLQ {bool(target.dlq_arn)})"
+                )
+        if self.clock is not None:
+            lines.append(f"scheduler clock: {self.clock.describe()}")
+        if self.eventbridge is not None and topo.api_destinations:
+            lines.append(f"API destinations to the app's own APIs are called on {self.api_url} (same path)")
+        return lines
+
+    def fire_schedule(
+        self, name: str | None = None, scheduled_time: datetime | str | None = None
+    ) -> list[Firing]:
+        """Fire a schedule now (default: all); ``Firing.wait()`` waits for the API destination calls."""
+        if self.eventbridge is None:
+            raise RuntimeError("the sandbox is not started")
+        return self.eventbridge.fire_schedule(name, scheduled_time)
 
     def state(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
             "endpoint": self.endpoint,
             "apiUrls": [a.base_url for a in self.apis],
+            "apis": [
+                {"name": s.name, "url": a.base_url, "routes": [r.route_key for r in s.routes]}
+                for a in self.apis
+                for s in a.specs
+            ],
+            "schedules": [
+                {"name": s.name, "expression": s.expression, "timezone": s.timezone}
+                for s in self.topology.schedules
+            ],
+            "control": self.control.url if self.control else None,
             "queues": self.topology.queues,
             "dlqs": sorted(self.topology.dlqs),
             "tables": sorted(self.topology.tables),
-            "fakes": {"legacy": self.legacy.base_url, "invoice": self.invoices.base_url},
+            "fakes": {
+                "legacy": self.legacy.base_url,
+                "invoice": self.invoices.base_url,
+                "reportApi": self.reports.base_url,
+                "webhook": self.webhook.base_url,
+            },
         }
 
     def in_flight(self) -> int:
         return sum(item.stats.in_flight for item in self.mappings.items) if self.mappings else 0
 
     def close(self) -> None:
+        if self.control is not None:
+            self.control.close()
+        if self.clock is not None:
+            self.clock.close()
+        if self.eventbridge is not None:
+            self.eventbridge.close()
         if self.mappings is not None:
             self.mappings.close()
         for api in self.apis:
@@ -167,6 +278,8 @@ class Sandbox:
             self.runtime.close()
         self.legacy.stop()
         self.invoices.stop()
+        self.reports.stop()
+        self.webhook.stop()
         self.emulator.stop()
         if self.config.write_state and STATE_FILE.exists():
             try:

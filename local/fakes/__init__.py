@@ -1,4 +1,5 @@
-"""Fakes of the external HTTP systems (legacy payment system, invoice API) with fault knobs.
+"""Fakes of the external HTTP systems (legacy payment system, invoice API, public report API,
+report-ready webhook) with fault knobs.
 
 Real HTTP servers on 127.0.0.1, used by tests and the local sandbox::
 
@@ -13,6 +14,8 @@ Run one in the foreground with ``python -m local.fakes legacy-payments --port 81
 from local.fakes._server import FakeService, FaultKnobs, KnobError, knobs_from_env
 from local.fakes.invoice_api import InvoiceApiFake, InvoiceKnobs
 from local.fakes.legacy_payments import LegacyPaymentKnobs, LegacyPaymentsFake
+from local.fakes.report_api import ReportApiFake, ReportApiKnobs
+from local.fakes.webhook import WebhookFake, WebhookKnobs
 
 __all__ = [
     "FakeService",
@@ -22,5 +25,9 @@ __all__ = [
     "KnobError",
     "LegacyPaymentKnobs",
     "LegacyPaymentsFake",
+    "ReportApiFake",
+    "ReportApiKnobs",
+    "WebhookFake",
+    "WebhookKnobs",
     "knobs_from_env",
 ]

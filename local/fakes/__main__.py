@@ -2,6 +2,8 @@
 
     python -m local.fakes legacy-payments --port 8101 --knob accept_then_complete_after=2
     FAKE_FAIL_RATE_5XX=0.2 python -m local.fakes invoice-api --port 8102
+    python -m local.fakes report-api --port 8103 --knob invisible_reads=2 --knob tamper_ids=r-7
+    python -m local.fakes webhook --port 8104
 
 Knobs come from ``FAKE_<NAME>`` environment variables, then ``--knob NAME=VALUE`` (which wins).
 They can still be changed while it runs: ``curl -X POST localhost:8101/_admin/knobs -d '{"outage": true}'``.
@@ -18,15 +20,21 @@ from typing import Any
 from local.fakes._server import FakeService, KnobError, knobs_from_env
 from local.fakes.invoice_api import InvoiceApiFake, InvoiceKnobs
 from local.fakes.legacy_payments import LegacyPaymentKnobs, LegacyPaymentsFake
+from local.fakes.report_api import ReportApiFake, ReportApiKnobs
+from local.fakes.webhook import WebhookFake, WebhookKnobs
 
-DEFAULT_PORTS = {"legacy-payments": 8101, "invoice-api": 8102}
+DEFAULT_PORTS = {"legacy-payments": 8101, "invoice-api": 8102, "report-api": 8103, "webhook": 8104}
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m local.fakes", description=__doc__.splitlines()[0])
     parser.add_argument("service", choices=sorted(DEFAULT_PORTS))
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, help="default: 8101 legacy-payments, 8102 invoice-api")
+    parser.add_argument(
+        "--port",
+        type=int,
+        help="default: 8101 legacy-payments, 8102 invoice-api, 8103 report-api, 8104 webhook",
+    )
     parser.add_argument(
         "--knob", action="append", default=[], metavar="NAME=VALUE", help="a knob setting; repeatable"
     )
@@ -49,6 +57,12 @@ def build_fake(args: argparse.Namespace, environ: Mapping[str, str]) -> FakeServ
             **{**knobs_from_env(LegacyPaymentKnobs, environ), **settings}
         )
         return LegacyPaymentsFake(payment_knobs, host=args.host, port=port, quiet=quiet)
+    if args.service == "report-api":
+        report_knobs = ReportApiKnobs().replace(**{**knobs_from_env(ReportApiKnobs, environ), **settings})
+        return ReportApiFake(report_knobs, host=args.host, port=port, quiet=quiet)
+    if args.service == "webhook":
+        webhook_knobs = WebhookKnobs().replace(**{**knobs_from_env(WebhookKnobs, environ), **settings})
+        return WebhookFake(webhook_knobs, host=args.host, port=port, quiet=quiet)
     invoice_knobs = InvoiceKnobs().replace(**{**knobs_from_env(InvoiceKnobs, environ), **settings})
     return InvoiceApiFake(invoice_knobs, host=args.host, port=port, quiet=quiet)
 
