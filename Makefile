@@ -8,7 +8,7 @@ STAGE ?= dev
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
-PYTHON_SOURCES := app.py infra functions layers/relay/python local tests bench
+PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench
 
 .PHONY: help install lint typecheck synth cfn-lint pytest test bench demo local deploy diff clean
 
@@ -32,7 +32,7 @@ lint: $(BIN)/.installed ## ruff lint + format check
 	$(BIN)/ruff format --check $(PYTHON_SOURCES)
 
 typecheck: $(BIN)/.installed ## mypy (strict) on the kernel, the functions, the sandbox and the infra
-	$(BIN)/mypy layers/relay/python/relay functions local infra
+	$(BIN)/mypy layers/relay/python/relay functions local infra ops
 
 synth: install ## synthesize every stack to cdk.out/ with cdk-nag and the Relay guards on
 	npx cdk synth --quiet -c stage=$(STAGE)

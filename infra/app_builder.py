@@ -8,6 +8,7 @@ from cdk_nag import AwsSolutionsChecks
 from infra.config import StageConfig, load_stage_config
 from infra.constructs.base import RelayStack
 from infra.stacks.core import CoreStack
+from infra.stacks.orders import OrdersStack
 from infra.stacks.payments import PaymentsStack
 from infra.stacks.reports import ReportsStack
 from infra.stacks.scores import ScoresStack
@@ -34,6 +35,14 @@ def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) 
         config=config,
         platform=platform,
         verifications=reports.verifications,
+        env=env,
+    )
+    stacks["orders"] = OrdersStack(
+        app,
+        f"{config.prefix}-orders",
+        config=config,
+        platform=platform,
+        payment_events=payments.topic,
         env=env,
     )
     Tags.of(app).add("app", "relay")

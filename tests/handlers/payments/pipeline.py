@@ -20,6 +20,7 @@ import boto3
 
 from local.moto_patches import fast_atomic_dynamodb
 from tests.builders import FakeContext
+from tests.handlers.streams import StreamReader
 
 REGION = "us-east-1"
 OPERATIONS_TABLE = "payments-operations"
@@ -232,37 +233,14 @@ class Pump:
         }
         self.publisher: Handler = outbox_publisher.handler
         self.context = FakeContext()
-        self._iterators: list[str] = []
         self._pending_stream: list[dict[str, Any]] = []
-        self._shards_seen: set[str] = set()
+        self._stream = StreamReader(self.infra.streams, self.infra.stream_arn)
         self.invocations: dict[str, int] = {}
 
     # stream -> outbox publisher ----------------------------------------------------------------
 
     def _read_stream(self) -> list[dict[str, Any]]:
-        streams = self.infra.streams
-        description = streams.describe_stream(StreamArn=self.infra.stream_arn)["StreamDescription"]
-        for shard in description["Shards"]:
-            if shard["ShardId"] not in self._shards_seen:
-                self._shards_seen.add(shard["ShardId"])
-                self._iterators.append(
-                    streams.get_shard_iterator(
-                        StreamArn=self.infra.stream_arn,
-                        ShardId=shard["ShardId"],
-                        ShardIteratorType="TRIM_HORIZON",
-                    )["ShardIterator"]
-                )
-        records: list[dict[str, Any]] = []
-        next_iterators = []
-        for iterator in self._iterators:
-            response = streams.get_records(ShardIterator=iterator, Limit=1000)
-            records.extend(response.get("Records", []))
-            if response.get("NextShardIterator"):
-                next_iterators.append(response["NextShardIterator"])
-        self._iterators = next_iterators
-        for record in records:
-            record.setdefault("eventSourceARN", self.infra.stream_arn)
-        return records
+        return self._stream.read()
 
     def publish_outbox(self) -> int:
         """Feed new stream records to the outbox publisher in batches of 100; failed records (and

@@ -1,0 +1,249 @@
+"""The HTTP side: place an order (201), describe it, cancel it.
+
+Placing is ONE DynamoDB transaction: the CREATED order, its ``OrderCreated`` outbox row and -- with
+an Idempotency-Key -- the key binding. Nothing is published from here: the outbox row reaches SNS via
+the table stream, so a crash after the commit cannot lose the event and a crash before it stores
+nothing.
+
+Cancelling is ONE conditional transaction too: CANCELLED (only from CREATED or RESERVED, and only
+from the version that was read) plus the ``OrderCancelled`` outbox row. A concurrent consumer that
+moved the order on in between (RESERVED, PAID) makes the condition fail; the cancel then re-reads
+and decides again, so "cancel" never overwrites "paid".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from orders.models import HistoryView, OrderItem, OrderRequest, OrderView, RejectionView
+from orders.orders import (
+    CANCELLABLE,
+    HistoryEntry,
+    Order,
+    OrderLine,
+    Status,
+    now_iso,
+    plan_transition,
+)
+from orders.store import OrderStore, RequestKeyTaken, status_of
+from orders.subscriptions import ORDER_CANCELLED, ORDER_CREATED
+from relay.envelope import Envelope, canonical_json, new_envelope
+from relay.errors import DependencyUnavailable
+
+CANCEL_ATTEMPTS = 3
+
+
+class IdempotencyKeyMismatch(Exception):
+    """The Idempotency-Key is bound to an order created from a different request body."""
+
+    def __init__(self, idempotency_key: str, order_id: str) -> None:
+        super().__init__(
+            f"Idempotency-Key {idempotency_key!r} was already used for order {order_id} with a different "
+            "request body; nothing was stored. Send the original body to get that order back, or use a "
+            "new key for a new order."
+        )
+        self.order_id = order_id
+
+
+class OrderNotFound(Exception):
+    def __init__(self, order_id: str) -> None:
+        super().__init__(f"no order {order_id}")
+
+
+class NotCancellable(Exception):
+    """The order is in a state the customer can no longer cancel from (answered 409)."""
+
+    def __init__(self, order: Order) -> None:
+        super().__init__(
+            f"order {order.order_id} is {order.status}; only CREATED or RESERVED orders can be cancelled"
+        )
+        self.status = order.status
+
+
+class _Changed(Exception):
+    """The order changed between the read and the conditional write."""
+
+
+@dataclass(frozen=True)
+class Placed:
+    order: Order
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    order: Order
+    already: bool  # it was CANCELLED before this request: nothing written
+
+
+def order_event(
+    event_type: str,
+    order: Order,
+    step: str,
+    *,
+    payload: dict[str, Any],
+    ids: dict[str, str] | None = None,
+    causation_id: str | None = None,
+    occurred_at: datetime | None = None,
+) -> Envelope:
+    """An order event. Deterministic eventId (identity [orderId, step]): re-doing a step after a
+    crash re-creates the SAME event, which every consumer then deduplicates."""
+    return new_envelope(
+        event_type,
+        identity=[order.order_id, step],
+        ids={**order.ids(), **(ids or {})},
+        payload={"customerId": order.customer_id, **payload},
+        correlation_id=order.correlation_id,
+        causation_id=causation_id,
+        occurred_at=occurred_at,
+    )
+
+
+def items_payload(order: Order) -> list[dict[str, Any]]:
+    return [{"sku": line.sku, "quantity": line.quantity} for line in order.items]
+
+
+def place_order(
+    request: OrderRequest,
+    *,
+    idempotency_key: str | None,
+    correlation_id: str,
+    store: OrderStore,
+    key_ttl_days: int,
+    now: datetime | None = None,
+) -> Placed:
+    request_sha256 = hashlib.sha256(canonical_json(request.to_document()).encode("utf-8")).hexdigest()
+    if idempotency_key is not None:
+        replay = _replay(store, idempotency_key, request_sha256)
+        if replay is not None:
+            return replay
+
+    moment = now or datetime.now(UTC)
+    at = now_iso(moment)
+    order = Order(
+        order_id=str(uuid.uuid4()),
+        customer_id=request.customer_id,
+        currency=request.currency,
+        items=tuple(OrderLine(item.sku, item.quantity) for item in request.items),
+        status=Status.CREATED,
+        version=1,
+        correlation_id=correlation_id,
+        created_at=at,
+        updated_at=at,
+        history=(HistoryEntry(str(Status.CREATED), at),),
+    )
+    created = order_event(
+        ORDER_CREATED,
+        order,
+        "created",
+        payload={"currency": order.currency, "items": items_payload(order)},
+        occurred_at=moment,
+    )
+    try:
+        store.create_order(
+            order,
+            created,
+            idempotency_key=idempotency_key,
+            request_sha256=request_sha256,
+            key_ttl_days=key_ttl_days,
+        )
+    except RequestKeyTaken:
+        # A concurrent request with the same key committed first and ours wrote nothing: answer as
+        # the replay of the winner.
+        replay = _replay(store, idempotency_key or "", request_sha256)
+        if replay is None:  # the binding vanished between the two reads (TTL): let the client retry
+            raise DependencyUnavailable("Idempotency-Key binding changed concurrently; retry") from None
+        return replay
+    return Placed(order, replayed=False)
+
+
+def _replay(store: OrderStore, idempotency_key: str, request_sha256: str) -> Placed | None:
+    record = store.get_request_key(idempotency_key)
+    if record is None:
+        return None
+    if record.request_sha256 != request_sha256:
+        raise IdempotencyKeyMismatch(idempotency_key, record.order_id)
+    order = store.get_order(record.order_id)
+    if order is None:  # bound but not created: impossible (one transaction) unless deleted by hand
+        raise OrderNotFound(record.order_id)
+    return Placed(order, replayed=True)
+
+
+def cancel_order(store: OrderStore, order_id: str, *, now: datetime | None = None) -> Cancelled:
+    """CREATED | RESERVED -> CANCELLED + OrderCancelled. A repeated cancel of a CANCELLED order is
+    answered with the order (a client retry after a lost response), without a second event."""
+    for _ in range(CANCEL_ATTEMPTS):
+        order = store.get_order(order_id)
+        if order is None:
+            raise OrderNotFound(order_id)
+        if order.status is Status.CANCELLED:
+            return Cancelled(order, already=True)
+        if order.status not in CANCELLABLE:
+            raise NotCancellable(order)
+        plan = plan_transition(order, Status.CANCELLED, now=now)
+        event = order_event(
+            ORDER_CANCELLED,
+            order,
+            "cancelled",
+            payload={"previousStatus": str(order.status), "items": items_payload(order)},
+            occurred_at=now,
+        )
+        try:
+            store.apply(
+                [
+                    store.transition_write(plan, on_condition_failed=_changed(order)),
+                    store.outbox_write(order_id, event),
+                ]
+            )
+        except _Changed:
+            continue  # moved on concurrently (e.g. RESERVED or PAID): read again and decide again
+        cancelled = dataclasses.replace(
+            order,
+            status=Status.CANCELLED,
+            version=plan.next_version,
+            updated_at=plan.at,
+            history=(*order.history, HistoryEntry(str(Status.CANCELLED), plan.at)),
+        )
+        return Cancelled(cancelled, already=False)
+    raise DependencyUnavailable(
+        f"order {order_id} kept changing while it was being cancelled ({CANCEL_ATTEMPTS} attempts); retry"
+    )
+
+
+def _changed(order: Order) -> Any:
+    def explain(old: dict[str, Any] | None) -> Exception:
+        status, version = status_of(old)
+        return _Changed(
+            f"order {order.order_id} is {status} v{version}, read {order.status} v{order.version}"
+        )
+
+    return explain
+
+
+def order_view(order: Order) -> OrderView:
+    return OrderView(
+        order_id=order.order_id,
+        status=str(order.status),
+        customer_id=order.customer_id,
+        currency=order.currency,
+        items=[OrderItem(sku=line.sku, quantity=line.quantity) for line in order.items],
+        history=[HistoryView(status=h.status, at=h.at) for h in order.history],
+        rejection=RejectionView(
+            code=order.rejection.code, reason=order.rejection.reason, sku=order.rejection.sku
+        )
+        if order.rejection
+        else None,
+        payment_operation_id=order.payment_operation_id,
+        created_at=order.created_at,
+        updated_at=order.updated_at,
+    )
+
+
+def describe_order(store: OrderStore, order_id: str) -> OrderView | None:
+    order = store.get_order(order_id)
+    return order_view(order) if order is not None else None

@@ -1,0 +1,469 @@
+"""The consumers' domain: stock reservation and release (inventory) and paid orders.
+
+Every step follows the kernel's rules:
+
+* a delivery whose processed-event marker exists, or whose effect is already in place (reservation
+  written, order already PAID by this payment), is acknowledged without effect;
+* the effect, the outbox row of the next event and the processed-event marker commit in ONE
+  ``TransactWriteItems`` (``relay.idempotency.commit_once``), conditional on the order's state and
+  version that were read -- a writer that lost a race re-reads (transient retry) and decides again;
+* business outcomes (not enough stock, a payment for an order that cannot take it) are committed and
+  acknowledged, never retried forever nor parked as poison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from orders.intake import items_payload, order_event
+from orders.orders import (
+    PAYABLE,
+    RESERVABLE,
+    AlreadyApplied,
+    IllegalTransition,
+    Order,
+    OrderLine,
+    Rejection,
+    Status,
+    TransitionPlan,
+    merge_lines,
+    now_iso,
+    plan_transition,
+)
+from orders.store import InventoryStore, OrderStore, ReservationStatus, status_of
+from orders.subscriptions import (
+    ORDER_CANCELLED,
+    ORDER_CREATED,
+    ORDER_PAID,
+    ORDER_REJECTED,
+    PAYMENT_COMPLETED,
+)
+from relay.envelope import Envelope, canonical_payload_sha256
+from relay.errors import DependencyUnavailable, InvalidInput, PayloadConflict, PermanentError
+from relay.idempotency import BusinessWrite, CommitResult, commit_once
+from relay.observability import logger, record_metric
+
+INSUFFICIENT_STOCK = "InsufficientStock"
+UNKNOWN_SKU = "UnknownSku"
+
+
+class UnknownOrder(PermanentError):
+    """The event names an order that does not exist."""
+
+
+@dataclass
+class StockShortage(Exception):
+    """A SKU's conditional decrement failed: not an error, the order's outcome (REJECTED)."""
+
+    sku: str
+    requested: int
+    available: int | None  # None: the SKU has no stock item at all
+
+    @property
+    def code(self) -> str:
+        return UNKNOWN_SKU if self.available is None else INSUFFICIENT_STOCK
+
+    @property
+    def reason(self) -> str:
+        if self.available is None:
+            return f"SKU {self.sku} is not stocked ({self.requested} requested)"
+        return (
+            f"insufficient stock for SKU {self.sku}: {self.requested} requested, {self.available} available"
+        )
+
+
+# -------------------------------------------------------------------------------------------------
+# shared rules
+# -------------------------------------------------------------------------------------------------
+
+
+def _order_id(envelope: Envelope) -> str:
+    order_id = envelope.ids.get("orderId")
+    if not order_id:
+        raise InvalidInput(f"event {envelope.event_id} ({envelope.event_type}) has no ids.orderId")
+    return order_id
+
+
+def _already_processed(envelope: Envelope, orders: OrderStore) -> bool:
+    """Early exit for a redelivery. It compares the payload hash the marker recorded, so a conflicting
+    replay (same eventId, other content) is caught here too -- the transaction would catch it, but an
+    early exit that only looked for the marker would acknowledge it as a plain duplicate."""
+    stored = orders.processed_sha256(envelope)
+    if stored is None:
+        return False
+    received = canonical_payload_sha256(envelope)
+    if stored and stored != received:
+        record_metric("PayloadConflict", event_type=envelope.event_type)
+        logger().error(
+            "payload conflict",
+            extra={"event_id": envelope.event_id, "stored_sha256": stored, "received_sha256": received},
+        )
+        raise PayloadConflict(
+            f"event {envelope.event_id} was already processed with a different payload "
+            f"(sha256 {stored[:12]}… stored, {received[:12]}… received); not applied. "
+            "Investigate the producer."
+        )
+    return True
+
+
+def _skip(envelope: Envelope, order_id: str | None, why: str, *, duplicate: bool = True) -> None:
+    if duplicate:
+        record_metric("Duplicate", event_type=envelope.event_type)
+    logger().info("acknowledged without effect", extra={"reason": why, "order_id": order_id})
+
+
+def _load(orders: OrderStore, order_id: str, envelope: Envelope) -> Order:
+    order = orders.get_order(order_id)
+    if order is None:
+        raise UnknownOrder(
+            f"event {envelope.event_id} ({envelope.event_type}) names order {order_id}, which does not "
+            "exist. Parked."
+        )
+    return order
+
+
+def on_stale(plan: TransitionPlan, done: frozenset[Status]) -> Callable[[dict[str, Any] | None], Exception]:
+    """Explain a failed transition condition from the order as it was (ALL_OLD):
+
+    * already in a state where this step is done -> AlreadyApplied (acknowledge, no effect);
+    * anything else -> the order changed since it was read (the API cancelled it, a payment or a
+      reservation landed): transient, so the retry reads it again and decides from what it finds.
+    """
+
+    def explain(old: dict[str, Any] | None) -> Exception:
+        status, version = status_of(old)
+        if status is not None and status in done:
+            return AlreadyApplied(f"order {plan.order_id} is already {status}")
+        return DependencyUnavailable(
+            f"order {plan.order_id} changed concurrently (now {status or 'gone'} v{version}; read "
+            f"{plan.source} v{plan.expected_version}); retrying with a fresh read."
+        )
+
+    return explain
+
+
+def _unchanged(order: Order) -> Callable[[dict[str, Any] | None], Exception]:
+    def explain(old: dict[str, Any] | None) -> Exception:
+        status, version = status_of(old)
+        return DependencyUnavailable(
+            f"order {order.order_id} changed concurrently (now {status or 'gone'} v{version}; read "
+            f"{order.status} v{order.version}); retrying with a fresh read."
+        )
+
+    return explain
+
+
+def _already(what: str) -> Callable[[dict[str, Any] | None], Exception]:
+    return lambda _old: AlreadyApplied(what)
+
+
+def _commit(envelope: Envelope, writes: list[BusinessWrite], orders: OrderStore) -> CommitResult:
+    return commit_once(envelope, writes, table_name=orders.idempotency_table, ddb_client=orders.ddb)
+
+
+# -------------------------------------------------------------------------------------------------
+# inventory
+# -------------------------------------------------------------------------------------------------
+
+
+def lines_of(envelope: Envelope) -> tuple[OrderLine, ...]:
+    """The order lines an OrderCreated carries, one per SKU."""
+    items = (envelope.payload or {}).get("items")
+    if not isinstance(items, list) or not items:
+        raise InvalidInput(f"event {envelope.event_id} ({envelope.event_type}) has no payload.items")
+    lines = []
+    for index, item in enumerate(items):
+        sku = item.get("sku") if isinstance(item, dict) else None
+        quantity = item.get("quantity") if isinstance(item, dict) else None
+        if not isinstance(sku, str) or not sku or type(quantity) is not int or quantity < 1:
+            raise InvalidInput(
+                f"event {envelope.event_id}: payload.items[{index}] needs a sku and a positive integer "
+                "quantity"
+            )
+        lines.append(OrderLine(sku, quantity))
+    return merge_lines(lines)
+
+
+def handle_inventory_event(
+    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime | None = None
+) -> None:
+    if envelope.event_type == ORDER_CREATED:
+        reserve_stock(envelope, orders, inventory, now=now)
+    elif envelope.event_type == ORDER_CANCELLED:
+        release_stock(envelope, orders, inventory, now=now)
+    else:
+        raise InvalidInput(
+            f"event {envelope.event_id} has eventType {envelope.event_type}; inventory handles "
+            f"{ORDER_CREATED} and {ORDER_CANCELLED}. Check the subscription's filter policy."
+        )
+
+
+def reserve_stock(
+    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime | None = None
+) -> None:
+    """OrderCreated -> take every line from stock and mark the order RESERVED, in ONE transaction
+    (marker, reservation record, order, one conditional decrement per SKU); or, when a SKU is short,
+    REJECTED + OrderRejected (with the marker) instead."""
+    order_id = _order_id(envelope)
+    lines = lines_of(envelope)
+    if _already_processed(envelope, orders):
+        _skip(envelope, order_id, "event already processed")
+        return
+    if inventory.get_reservation(order_id) is not None:
+        _skip(envelope, order_id, "stock already reserved for the order")
+        return
+    order = _load(orders, order_id, envelope)
+    if order.status not in RESERVABLE:
+        # CANCELLED or REJECTED before the stock was taken: nothing to reserve. (RESERVED without a
+        # reservation record cannot happen: both are written by the same transaction.)
+        _skip(envelope, order_id, f"order is {order.status}; nothing to reserve", duplicate=False)
+        return
+
+    at = now_iso(now)
+    # Reservation and order first: when a concurrent delivery already reserved, its record (not the
+    # stock it consumed) is what the failed transaction is explained by.
+    writes: list[BusinessWrite] = [
+        inventory.reservation_write(
+            order_id,
+            lines,
+            event_id=envelope.event_id,
+            at=at,
+            on_condition_failed=_already(f"stock already reserved for order {order_id}"),
+        )
+    ]
+    if order.status is Status.CREATED:
+        plan = plan_transition(order, Status.RESERVED, now=now)
+        writes.append(
+            orders.transition_write(plan, on_condition_failed=on_stale(plan, frozenset({Status.RESERVED})))
+        )
+    else:  # PAID before the reservation: the stock is taken, the order stays PAID
+        writes.append(orders.unchanged_write(order, on_condition_failed=_unchanged(order)))
+    for line in lines:
+        writes.append(inventory.take_write(line, on_condition_failed=_shortage(line)))
+
+    try:
+        result = _commit(envelope, writes, orders)
+    except AlreadyApplied as exc:
+        _skip(envelope, order_id, str(exc))
+        return
+    except StockShortage as shortage:
+        _reject(envelope, orders, order, shortage, now=now)
+        return
+    if result is CommitResult.APPLIED:
+        record_metric("StockReserved", event_type=envelope.event_type)
+        logger().info("stock reserved", extra={"order_id": order_id, "skus": len(lines)})
+
+
+def _shortage(line: OrderLine) -> Callable[[dict[str, Any] | None], Exception]:
+    def explain(old: dict[str, Any] | None) -> Exception:
+        available = old.get("available") if old else None
+        return StockShortage(line.sku, line.quantity, int(available) if available is not None else None)
+
+    return explain
+
+
+def _reject(
+    envelope: Envelope,
+    orders: OrderStore,
+    order: Order,
+    shortage: StockShortage,
+    *,
+    now: datetime | None,
+) -> None:
+    """Not enough stock is the order's OUTCOME: REJECTED + OrderRejected, committed with the marker,
+    acknowledged. Nothing was taken from stock (the reservation transaction was cancelled whole)."""
+    rejection = Rejection(shortage.code, shortage.reason, shortage.sku)
+    plan = plan_transition(order, Status.REJECTED, now=now, rejection=rejection)
+    payload: dict[str, Any] = {
+        "code": shortage.code,
+        "reason": shortage.reason,
+        "sku": shortage.sku,
+        "requested": shortage.requested,
+        "items": items_payload(order),
+    }
+    if shortage.available is not None:
+        payload["available"] = shortage.available
+    if order.payment_operation_id:
+        # Paid before the stock ran out: whoever refunds needs the payment.
+        payload["paymentOperationId"] = order.payment_operation_id
+    rejected = order_event(ORDER_REJECTED, order, "rejected", payload=payload, causation_id=envelope.event_id)
+    stale = on_stale(plan, frozenset({Status.REJECTED}))
+    try:
+        result = _commit(
+            envelope,
+            [
+                orders.transition_write(plan, on_condition_failed=stale),
+                orders.outbox_write(order.order_id, rejected),
+            ],
+            orders,
+        )
+    except AlreadyApplied as exc:
+        _skip(envelope, order.order_id, str(exc))
+        return
+    if result is CommitResult.APPLIED:
+        record_metric("OrderRejected", event_type=envelope.event_type)
+        if order.status is Status.PAID:
+            record_metric("PaidOrderRejected", event_type=envelope.event_type)
+        logger().warning(
+            "order rejected for stock",
+            extra={"order_id": order.order_id, "sku": shortage.sku, "code": shortage.code},
+        )
+
+
+def release_stock(
+    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime | None = None
+) -> None:
+    """OrderCancelled -> give back exactly what the reservation took, once (marker, reservation
+    RESERVED -> RELEASED, one increment per SKU, and a check that the order IS cancelled)."""
+    order_id = _order_id(envelope)
+    if _already_processed(envelope, orders):
+        _skip(envelope, order_id, "event already processed")
+        return
+    reservation = inventory.get_reservation(order_id)
+    if reservation is None:
+        # Cancelled before inventory reserved anything; the reservation can no longer happen either
+        # (it is conditional on the order's state, which is now CANCELLED for good).
+        _skip(envelope, order_id, "nothing was reserved; nothing to release", duplicate=False)
+        return
+    if reservation.status is ReservationStatus.RELEASED:
+        _skip(envelope, order_id, "reservation already released")
+        return
+
+    def not_cancelled(old: dict[str, Any] | None) -> Exception:
+        status, _ = status_of(old)
+        return IllegalTransition(
+            f"event {envelope.event_id} says order {order_id} was cancelled, but it is {status or 'gone'}; "
+            "stock not released. Parked: investigate the producer."
+        )
+
+    writes: list[BusinessWrite] = [
+        inventory.release_write(
+            order_id,
+            event_id=envelope.event_id,
+            at=now_iso(now),
+            on_condition_failed=_already(f"reservation of order {order_id} already released"),
+        ),
+        orders.status_is_write(order_id, Status.CANCELLED, on_condition_failed=not_cancelled),
+    ]
+    writes.extend(inventory.give_back_write(line) for line in reservation.items)
+    try:
+        result = _commit(envelope, writes, orders)
+    except AlreadyApplied as exc:
+        _skip(envelope, order_id, str(exc))
+        return
+    if result is CommitResult.APPLIED:
+        record_metric("StockReleased", event_type=envelope.event_type)
+        logger().info("stock released", extra={"order_id": order_id, "skus": len(reservation.items)})
+
+
+# -------------------------------------------------------------------------------------------------
+# paid orders
+# -------------------------------------------------------------------------------------------------
+
+
+def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = None) -> None:
+    """PaymentCompleted (from payments) with ``ids.orderId`` -> order PAID + OrderPaid, once.
+
+    A payment that cannot be applied -- the order is unknown, CANCELLED, REJECTED, or already paid
+    by another operation -- is recorded as an ORPHANED payment item and counted (``OrphanPayment``,
+    alarmed), then acknowledged: retrying would not change the answer, and the money needs a human
+    (refund or reconciliation), not a redelivery loop.
+    """
+    if envelope.event_type != PAYMENT_COMPLETED:
+        raise InvalidInput(
+            f"event {envelope.event_id} has eventType {envelope.event_type}; paid-orders handles "
+            f"{PAYMENT_COMPLETED}. Check the subscription's filter policy."
+        )
+    order_id = envelope.ids.get("orderId")
+    if not order_id:
+        logger().info(
+            "payment without an orderId; not an order payment, ignored",
+            extra={"operation_id": envelope.ids.get("operationId")},
+        )
+        return
+    operation_id = envelope.ids.get("operationId")
+    if not operation_id:
+        raise InvalidInput(f"event {envelope.event_id} (PaymentCompleted) has no ids.operationId")
+    if _already_processed(envelope, orders):
+        _skip(envelope, order_id, "event already processed")
+        return
+
+    order = orders.get_order(order_id)
+    if order is None:
+        _orphan(envelope, orders, order_id, operation_id, None, f"order {order_id} does not exist", now=now)
+        return
+    if order.payment_operation_id == operation_id:
+        _skip(envelope, order_id, f"order already paid by operation {operation_id}")
+        return
+    if order.status not in PAYABLE:
+        reason = (
+            f"order {order_id} was already paid by operation {order.payment_operation_id}; this payment "
+            "is a second one"
+            if order.status is Status.PAID
+            else f"order {order_id} is {order.status}; a payment cannot be applied to it"
+        )
+        _orphan(envelope, orders, order_id, operation_id, order.status, reason, now=now)
+        return
+
+    plan = plan_transition(order, Status.PAID, now=now, payment_operation_id=operation_id)
+    payload: dict[str, Any] = {"operationId": operation_id}
+    if envelope.ids.get("paymentId"):
+        payload["paymentId"] = envelope.ids["paymentId"]
+    paid = order_event(
+        ORDER_PAID,
+        order,
+        "paid",
+        payload=payload,
+        ids={"operationId": operation_id},
+        causation_id=envelope.event_id,
+    )
+    try:
+        result = _commit(
+            envelope,
+            [
+                orders.transition_write(plan, on_condition_failed=on_stale(plan, frozenset())),
+                orders.outbox_write(order_id, paid),
+            ],
+            orders,
+        )
+    except AlreadyApplied as exc:
+        _skip(envelope, order_id, str(exc))
+        return
+    if result is CommitResult.APPLIED:
+        record_metric("OrderPaid", event_type=envelope.event_type)
+        logger().info("order paid", extra={"order_id": order_id, "operation_id": operation_id})
+
+
+def _orphan(
+    envelope: Envelope,
+    orders: OrderStore,
+    order_id: str,
+    operation_id: str,
+    order_status: Status | None,
+    reason: str,
+    *,
+    now: datetime | None,
+) -> None:
+    write = orders.orphan_payment_write(
+        order_id,
+        operation_id,
+        reason=reason,
+        order_status=order_status,
+        event_id=envelope.event_id,
+        at=now_iso(now),
+        on_condition_failed=_already(f"orphan payment {operation_id} already recorded"),
+    )
+    try:
+        result = _commit(envelope, [write], orders)
+    except AlreadyApplied as exc:
+        _skip(envelope, order_id, str(exc))
+        return
+    if result is CommitResult.APPLIED:
+        record_metric("OrphanPayment", event_type=envelope.event_type)
+        logger().warning(
+            "orphan payment recorded",
+            extra={"order_id": order_id, "operation_id": operation_id, "reason": reason},
+        )

@@ -1,0 +1,459 @@
+"""Data access for the orders tables -- the ONLY module that knows attribute names and key shapes.
+
+Orders table (``ORDERS_TABLE``; pk/sk, stream NEW_AND_OLD_IMAGES, TTL ``expiresAt``):
+
+* the order:          ``pk = ORDER#<orderId>, sk = ORDER`` (kind ``order``)
+* its outbox rows:    ``pk = ORDER#<orderId>, sk = OUTBOX#<eventType>#<eventId>`` (kind ``outbox``,
+  written by ``relay.outbox.outbox_write``; the stream publisher picks them up)
+* an orphan payment:  ``pk = ORDER#<orderId>, sk = PAYMENT#<operationId>`` (kind ``orphan-payment``,
+  status ``ORPHANED``, reason) -- a completed payment that could not be applied to its order.
+
+Everything about one order reads with one Query on its partition.
+
+Inventory table (``INVENTORY_TABLE``; pk/sk):
+
+* stock level:  ``pk = SKU#<sku>, sk = STOCK`` -- ``available`` and ``reserved`` (Numbers)
+* reservation:  ``pk = ORDER#<orderId>, sk = RESERVATION`` -- what was taken from stock for the
+  order (``items``) and whether it was given back (``status`` RESERVED | RELEASED)
+
+Idempotency table (``IDEMPOTENCY_TABLE``; pk ``id``, TTL ``expiresAt``), shared with the kernel's
+processed-event markers and Powertools idempotency records:
+
+* a client Idempotency-Key: ``id = request-key#<key>`` -> orderId and the request's sha256.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from orders.orders import (
+    HistoryEntry,
+    Order,
+    OrderLine,
+    Rejection,
+    Status,
+    TransitionPlan,
+    now_iso,
+)
+from relay.envelope import Envelope
+from relay.errors import classify
+from relay.idempotency import (
+    BusinessWrite,
+    OnConditionFailed,
+    condition_check,
+    deserialize_item,
+    marker_id,
+    put,
+    serialize_item,
+    update,
+)
+from relay.outbox import outbox_write
+
+ORDER_SK = "ORDER"
+ORDER_KIND = "order"
+ORPHAN_PAYMENT_KIND = "orphan-payment"
+ORPHANED = "ORPHANED"
+REQUEST_KEY_KIND = "request-key"
+STOCK_SK = "STOCK"
+RESERVATION_SK = "RESERVATION"
+
+
+class ReservationStatus(enum.StrEnum):
+    RESERVED = "RESERVED"
+    RELEASED = "RELEASED"
+
+
+def order_key(order_id: str) -> dict[str, str]:
+    return {"pk": f"ORDER#{order_id}", "sk": ORDER_SK}
+
+
+def outbox_key(order_id: str, envelope: Envelope) -> dict[str, str]:
+    return {"pk": f"ORDER#{order_id}", "sk": f"OUTBOX#{envelope.event_type}#{envelope.event_id}"}
+
+
+def orphan_payment_key(order_id: str, operation_id: str) -> dict[str, str]:
+    return {"pk": f"ORDER#{order_id}", "sk": f"PAYMENT#{operation_id}"}
+
+
+def stock_key(sku: str) -> dict[str, str]:
+    return {"pk": f"SKU#{sku}", "sk": STOCK_SK}
+
+
+def reservation_key(order_id: str) -> dict[str, str]:
+    return {"pk": f"ORDER#{order_id}", "sk": RESERVATION_SK}
+
+
+def request_key_id(idempotency_key: str) -> str:
+    return f"request-key#{idempotency_key}"
+
+
+@dataclass(frozen=True)
+class RequestKeyRecord:
+    idempotency_key: str
+    order_id: str
+    request_sha256: str
+
+
+@dataclass(frozen=True)
+class StockLevel:
+    sku: str
+    available: int
+    reserved: int
+
+
+@dataclass(frozen=True)
+class Reservation:
+    order_id: str
+    items: tuple[OrderLine, ...]
+    status: ReservationStatus
+
+
+class RequestKeyTaken(Exception):
+    """The Idempotency-Key was bound to another order by a concurrent request; read it again."""
+
+
+def _line_items(lines: Sequence[OrderLine]) -> list[dict[str, Any]]:
+    return [{"sku": line.sku, "quantity": line.quantity} for line in lines]
+
+
+def _lines(value: Any) -> tuple[OrderLine, ...]:
+    return tuple(OrderLine(str(i["sku"]), int(i["quantity"])) for i in value or [])
+
+
+def order_from_item(item: Mapping[str, Any]) -> Order:
+    rejection = item.get("rejection")
+    return Order(
+        order_id=str(item["orderId"]),
+        customer_id=str(item["customerId"]),
+        currency=str(item["currency"]),
+        items=_lines(item.get("items")),
+        status=Status(str(item["status"])),
+        version=int(item["version"]),
+        correlation_id=str(item.get("correlationId") or item["orderId"]),
+        created_at=str(item["createdAt"]),
+        updated_at=str(item["updatedAt"]),
+        history=tuple(HistoryEntry(str(h["status"]), str(h["at"])) for h in item.get("history") or []),
+        rejection=Rejection(str(rejection["code"]), str(rejection["reason"]), str(rejection["sku"]))
+        if isinstance(rejection, Mapping)
+        else None,
+        payment_operation_id=str(item["paymentOperationId"]) if item.get("paymentOperationId") else None,
+    )
+
+
+def status_of(item: Mapping[str, Any] | None) -> tuple[Status | None, int | None]:
+    """State and version of an order item as returned with a failed condition (ALL_OLD)."""
+    if not item or "status" not in item:
+        return None, None
+    return Status(str(item["status"])), int(item.get("version", 0))
+
+
+def _to_attribute(value: Any) -> Any:
+    if isinstance(value, Rejection):
+        return {"code": value.code, "reason": value.reason, "sku": value.sku}
+    return value
+
+
+# Domain field -> attribute name, for the fields a transition may set.
+_ATTRIBUTES = {"rejection": "rejection", "payment_operation_id": "paymentOperationId"}
+
+
+def _apply(ddb: Any, writes: Sequence[BusinessWrite]) -> None:
+    """One transaction without a processed-event marker; a failed condition raises the write's own
+    error (``on_condition_failed``), anything else is classified by the kernel."""
+    try:
+        ddb.transact_write_items(TransactItems=[dict(w.transact_item) for w in writes])
+    except Exception as exc:
+        reasons = (getattr(exc, "response", {}) or {}).get("CancellationReasons") or []
+        for write, reason in zip(writes, reasons, strict=False):
+            if reason.get("Code") == "ConditionalCheckFailed" and write.on_condition_failed is not None:
+                old = deserialize_item(reason["Item"]) if reason.get("Item") else None
+                raise write.on_condition_failed(old) from exc
+        raise classify(exc) from exc
+
+
+class OrderStore:
+    """Orders, their outbox rows and orphan payments; client Idempotency-Keys; event markers."""
+
+    def __init__(self, *, orders_table: str, idempotency_table: str, ddb_client: Any) -> None:
+        self.orders_table = orders_table
+        self.idempotency_table = idempotency_table
+        self.ddb = ddb_client
+
+    # reads ---------------------------------------------------------------------------------------
+
+    def get_order(self, order_id: str) -> Order | None:
+        response = self.ddb.get_item(
+            TableName=self.orders_table,
+            Key=serialize_item(order_key(order_id)),
+            # The consumers and the cancel decide from this state: a stale read would only cost a
+            # failed conditional write, but consistent reads make that rare.
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return order_from_item(deserialize_item(item)) if item else None
+
+    def get_request_key(self, idempotency_key: str) -> RequestKeyRecord | None:
+        response = self.ddb.get_item(
+            TableName=self.idempotency_table,
+            Key={"id": {"S": request_key_id(idempotency_key)}},
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        if not item:
+            return None
+        plain = deserialize_item(item)
+        return RequestKeyRecord(idempotency_key, str(plain["orderId"]), str(plain["requestSha256"]))
+
+    def processed_sha256(self, envelope: Envelope) -> str | None:
+        """The payload hash recorded by the kernel's processed-event marker of this event, or None when
+        it was not processed. For a cheap early exit only: correctness comes from the marker being
+        written in the same transaction as the effect."""
+        response = self.ddb.get_item(
+            TableName=self.idempotency_table,
+            Key={"id": {"S": marker_id(envelope.event_id)}},
+            ConsistentRead=True,
+            ProjectionExpression="id, payloadSha256",
+        )
+        item = response.get("Item")
+        if not item:
+            return None
+        return str(deserialize_item(item).get("payloadSha256", ""))
+
+    # writes --------------------------------------------------------------------------------------
+
+    def create_order(
+        self,
+        order: Order,
+        event: Envelope,
+        *,
+        idempotency_key: str | None,
+        request_sha256: str,
+        key_ttl_days: int,
+    ) -> None:
+        """ONE transaction: the CREATED order, its ``OrderCreated`` outbox row and, with a client
+        Idempotency-Key, the key binding (raises RequestKeyTaken if a concurrent request won)."""
+        item = {
+            **order_key(order.order_id),
+            "kind": ORDER_KIND,
+            "orderId": order.order_id,
+            "customerId": order.customer_id,
+            "currency": order.currency,
+            "items": _line_items(order.items),
+            "status": str(order.status),
+            "version": order.version,
+            "correlationId": order.correlation_id,
+            "createdAt": order.created_at,
+            "updatedAt": order.updated_at,
+            "history": [{"status": h.status, "at": h.at} for h in order.history],
+        }
+        writes: list[BusinessWrite] = [
+            put(self.orders_table, item, "attribute_not_exists(pk)"),
+            self.outbox_write(order.order_id, event),
+        ]
+        if idempotency_key is not None:
+            created = datetime.now(UTC)
+            writes.append(
+                put(
+                    self.idempotency_table,
+                    {
+                        "id": request_key_id(idempotency_key),
+                        "kind": REQUEST_KEY_KIND,
+                        "orderId": order.order_id,
+                        "requestSha256": request_sha256,
+                        "createdAt": now_iso(created),
+                        "expiresAt": int((created + timedelta(days=key_ttl_days)).timestamp()),
+                    },
+                    "attribute_not_exists(id)",
+                    on_condition_failed=lambda _old: RequestKeyTaken(idempotency_key),
+                )
+            )
+        _apply(self.ddb, writes)
+
+    def outbox_write(self, order_id: str, event: Envelope) -> BusinessWrite:
+        return outbox_write(event, table_name=self.orders_table, key=outbox_key(order_id, event))
+
+    def transition_write(
+        self, plan: TransitionPlan, *, on_condition_failed: OnConditionFailed
+    ) -> BusinessWrite:
+        """The conditional update that applies ``plan``: only from the state AND version it was
+        planned from, so a concurrent or stale writer fails instead of overwriting."""
+        names = {"#status": "status", "#version": "version", "#history": "history", "#updatedAt": "updatedAt"}
+        values: dict[str, Any] = {
+            ":source": str(plan.source),
+            ":target": str(plan.target),
+            ":expected": plan.expected_version,
+            ":next": plan.next_version,
+            ":entry": [{"status": str(plan.target), "at": plan.at}],
+            ":empty": [],
+            ":now": plan.at,
+        }
+        sets = [
+            "#status = :target",
+            "#version = :next",
+            "#updatedAt = :now",
+            "#history = list_append(if_not_exists(#history, :empty), :entry)",
+        ]
+        for index, (name, value) in enumerate(sorted(plan.set_attributes.items())):
+            names[f"#a{index}"] = _ATTRIBUTES[name]
+            values[f":a{index}"] = _to_attribute(value)
+            sets.append(f"#a{index} = :a{index}")
+        return update(
+            self.orders_table,
+            order_key(plan.order_id),
+            "SET " + ", ".join(sets),
+            "#status = :source AND #version = :expected",
+            names=names,
+            values=values,
+            on_condition_failed=on_condition_failed,
+        )
+
+    def unchanged_write(self, order: Order, *, on_condition_failed: OnConditionFailed) -> BusinessWrite:
+        """A ConditionCheck that the order is still in the state and version that were read."""
+        return condition_check(
+            self.orders_table,
+            order_key(order.order_id),
+            "#status = :status AND #version = :version",
+            names={"#status": "status", "#version": "version"},
+            values={":status": str(order.status), ":version": order.version},
+            on_condition_failed=on_condition_failed,
+        )
+
+    def status_is_write(
+        self, order_id: str, status: Status, *, on_condition_failed: OnConditionFailed
+    ) -> BusinessWrite:
+        """A ConditionCheck that the order is in ``status`` (no write)."""
+        return condition_check(
+            self.orders_table,
+            order_key(order_id),
+            "#status = :status",
+            names={"#status": "status"},
+            values={":status": str(status)},
+            on_condition_failed=on_condition_failed,
+        )
+
+    def orphan_payment_write(
+        self,
+        order_id: str,
+        operation_id: str,
+        *,
+        reason: str,
+        order_status: Status | None,
+        event_id: str,
+        at: str,
+        on_condition_failed: OnConditionFailed,
+    ) -> BusinessWrite:
+        item: dict[str, Any] = {
+            **orphan_payment_key(order_id, operation_id),
+            "kind": ORPHAN_PAYMENT_KIND,
+            "orderId": order_id,
+            "operationId": operation_id,
+            "status": ORPHANED,
+            "reason": reason,
+            "eventId": event_id,
+            "recordedAt": at,
+        }
+        if order_status is not None:
+            item["orderStatus"] = str(order_status)
+        return put(
+            self.orders_table, item, "attribute_not_exists(pk)", on_condition_failed=on_condition_failed
+        )
+
+    def apply(self, writes: Sequence[BusinessWrite]) -> None:
+        """One transaction without a processed-event marker (the API's cancel)."""
+        _apply(self.ddb, writes)
+
+
+class InventoryStore:
+    """Stock levels and per-order reservations."""
+
+    def __init__(self, *, inventory_table: str, ddb_client: Any) -> None:
+        self.inventory_table = inventory_table
+        self.ddb = ddb_client
+
+    def get_stock(self, sku: str) -> StockLevel | None:
+        item = self.ddb.get_item(
+            TableName=self.inventory_table, Key=serialize_item(stock_key(sku)), ConsistentRead=True
+        ).get("Item")
+        if not item:
+            return None
+        plain = deserialize_item(item)
+        return StockLevel(sku, int(plain.get("available", 0)), int(plain.get("reserved", 0)))
+
+    def get_reservation(self, order_id: str) -> Reservation | None:
+        item = self.ddb.get_item(
+            TableName=self.inventory_table, Key=serialize_item(reservation_key(order_id)), ConsistentRead=True
+        ).get("Item")
+        if not item:
+            return None
+        plain = deserialize_item(item)
+        return Reservation(order_id, _lines(plain.get("items")), ReservationStatus(str(plain["status"])))
+
+    def take_write(self, line: OrderLine, *, on_condition_failed: OnConditionFailed) -> BusinessWrite:
+        """Move ``quantity`` from available to reserved -- only if that much is available. The
+        condition IS the stock check: no read-then-write window in which two orders take the last unit."""
+        return update(
+            self.inventory_table,
+            stock_key(line.sku),
+            "SET #available = #available - :q, #reserved = if_not_exists(#reserved, :zero) + :q",
+            "attribute_exists(#available) AND #available >= :q",
+            names={"#available": "available", "#reserved": "reserved"},
+            values={":q": line.quantity, ":zero": 0},
+            on_condition_failed=on_condition_failed,
+        )
+
+    def give_back_write(self, line: OrderLine) -> BusinessWrite:
+        """Move ``quantity`` from reserved back to available."""
+        return update(
+            self.inventory_table,
+            stock_key(line.sku),
+            "SET #available = if_not_exists(#available, :zero) + :q, "
+            "#reserved = if_not_exists(#reserved, :q) - :q",
+            names={"#available": "available", "#reserved": "reserved"},
+            values={":q": line.quantity, ":zero": 0},
+        )
+
+    def reservation_write(
+        self,
+        order_id: str,
+        lines: Sequence[OrderLine],
+        *,
+        event_id: str,
+        at: str,
+        on_condition_failed: OnConditionFailed,
+    ) -> BusinessWrite:
+        return put(
+            self.inventory_table,
+            {
+                **reservation_key(order_id),
+                "kind": "reservation",
+                "orderId": order_id,
+                "items": _line_items(lines),
+                "status": str(ReservationStatus.RESERVED),
+                "reservedAt": at,
+                "reservedBy": event_id,
+            },
+            "attribute_not_exists(pk)",
+            on_condition_failed=on_condition_failed,
+        )
+
+    def release_write(
+        self, order_id: str, *, event_id: str, at: str, on_condition_failed: OnConditionFailed
+    ) -> BusinessWrite:
+        return update(
+            self.inventory_table,
+            reservation_key(order_id),
+            "SET #status = :released, #releasedAt = :at, #releasedBy = :event",
+            "#status = :reserved",
+            names={"#status": "status", "#releasedAt": "releasedAt", "#releasedBy": "releasedBy"},
+            values={
+                ":released": str(ReservationStatus.RELEASED),
+                ":reserved": str(ReservationStatus.RESERVED),
+                ":at": at,
+                ":event": event_id,
+            },
+            on_condition_failed=on_condition_failed,
+        )

@@ -1,0 +1,311 @@
+"""POST /orders, GET /orders/{orderId}, POST /orders/{orderId}/cancel: the HTTP side of orders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.handlers.orders.api_client import (
+    body_of,
+    cancel,
+    get_order,
+    order_request,
+    placed_order,
+    post_order,
+)
+from tests.handlers.orders.world import (
+    IDEMPOTENCY_TABLE,
+    INVENTORY,
+    ORDERS_TABLE,
+    PAID_ORDERS,
+    OrdersWorld,
+    deliver,
+    payment_completed,
+)
+
+OPENAPI = Path(__file__).resolve().parents[3] / "functions" / "orders" / "openapi.json"
+
+
+def _nothing_stored(world: OrdersWorld) -> None:
+    assert world.ddb.scan(TableName=ORDERS_TABLE)["Items"] == []
+    assert world.ddb.scan(TableName=IDEMPOTENCY_TABLE)["Items"] == []
+
+
+def _writes(calls: list[str]) -> list[str]:
+    return [c.split(".")[-1] for c in calls if not c.endswith(("GetItem", "Query"))]
+
+
+@pytest.fixture
+def ddb_calls(world: OrdersWorld) -> list[str]:
+    """The DynamoDB requests the API function's own client sends."""
+    from orders.runtime import runtime
+
+    calls: list[str] = []
+
+    def count(request: Any, **_: Any) -> None:
+        target = request.headers["X-Amz-Target"]
+        calls.append(target.decode() if isinstance(target, bytes) else target)
+
+    runtime().ddb.meta.events.register("before-send.dynamodb.*", count)
+    return calls
+
+
+def test_post_order_answers_201_with_the_created_order_and_its_location(world: OrdersWorld) -> None:
+    response = post_order(order_request())
+
+    assert response["statusCode"] == 201
+    order = body_of(response)
+    assert response["headers"]["Location"] == f"/orders/{order['orderId']}"
+    assert order["status"] == "CREATED"
+    assert order["customerId"] == "cust-7" and order["currency"] == "EUR"
+    assert order["items"] == [{"sku": "SKU-MUG", "quantity": 2}, {"sku": "SKU-TEAPOT", "quantity": 1}]
+    assert [h["status"] for h in order["history"]] == ["CREATED"]
+
+
+def test_post_order_writes_the_order_and_its_order_created_outbox_row_in_one_transaction(
+    world: OrdersWorld, ddb_calls: list[str]
+) -> None:
+    order_id = placed_order()
+
+    assert _writes(ddb_calls) == ["TransactWriteItems"]
+    item = world.order(order_id)
+    assert item is not None and item["status"] == "CREATED" and item["version"] == 1
+    (created,) = world.outbox(order_id)
+    assert created.event_type == "OrderCreated"
+    assert created.ids == {"orderId": order_id}
+    assert created.payload == {
+        "customerId": "cust-7",
+        "currency": "EUR",
+        "items": [{"sku": "SKU-MUG", "quantity": 2}, {"sku": "SKU-TEAPOT", "quantity": 1}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (order_request(customerId=None), "customerId"),
+        (order_request(items=[]), "items"),
+        (order_request(items=[{"sku": "SKU-MUG", "quantity": 0}]), "items.0.quantity"),
+        (order_request(items=[{"sku": "SKU-MUG", "quantity": "2"}]), "items.0.quantity"),
+        (order_request(items=[{"sku": "bad sku!", "quantity": 1}]), "items.0.sku"),
+        (
+            order_request(items=[{"sku": "SKU-MUG", "quantity": 1}, {"sku": "SKU-MUG", "quantity": 2}]),
+            "items",
+        ),
+        (order_request(currency="eur"), "currency"),
+        (order_request(coupon="FREE"), "coupon"),
+    ],
+    ids=[
+        "no-customer",
+        "no-items",
+        "zero-quantity",
+        "string-quantity",
+        "bad-sku",
+        "sku-twice",
+        "currency",
+        "extra",
+    ],
+)
+def test_invalid_order_is_400_with_field_errors_and_nothing_stored(
+    world: OrdersWorld, body: dict[str, Any], field: str
+) -> None:
+    response = post_order(body)
+
+    assert response["statusCode"] == 400
+    error = body_of(response)
+    assert error["error"] == "ValidationError"
+    assert field in [f["field"] for f in error["fields"]], error
+    _nothing_stored(world)
+
+
+def test_body_that_is_not_json_is_400_and_nothing_stored(world: OrdersWorld) -> None:
+    response = post_order("{not json")
+
+    assert response["statusCode"] == 400
+    _nothing_stored(world)
+
+
+def test_more_items_than_max_order_items_is_400_and_nothing_stored(
+    world: OrdersWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orders.runtime import reset_runtime
+
+    monkeypatch.setenv("MAX_ORDER_ITEMS", "2")
+    reset_runtime()
+    items = [{"sku": f"SKU-{n}", "quantity": 1} for n in range(3)]
+
+    response = post_order(order_request(items=items))
+
+    assert response["statusCode"] == 400
+    assert [f["field"] for f in body_of(response)["fields"]] == ["items"]
+    assert "at most 2" in body_of(response)["fields"][0]["message"]
+    _nothing_stored(world)
+
+
+def test_oversized_body_is_413_and_nothing_stored(world: OrdersWorld) -> None:
+    response = post_order(order_request(customerId="c" * 70_000))
+
+    assert response["statusCode"] == 413
+    _nothing_stored(world)
+
+
+def test_get_order_returns_the_order(world: OrdersWorld) -> None:
+    order_id = placed_order()
+
+    response = get_order(order_id)
+
+    assert response["statusCode"] == 200
+    assert body_of(response)["orderId"] == order_id
+    assert body_of(response)["status"] == "CREATED"
+
+
+def test_get_unknown_order_is_404_with_json_error(world: OrdersWorld) -> None:
+    response = get_order("00000000-0000-4000-8000-000000000000")
+
+    assert response["statusCode"] == 404
+    assert body_of(response)["error"] == "OrderNotFound"
+
+
+def test_same_idempotency_key_and_body_return_the_same_order_without_a_second_event(
+    world: OrdersWorld,
+) -> None:
+    first = post_order(order_request(), idempotency_key="client-1")
+    retry = post_order(order_request(), idempotency_key="client-1")
+
+    assert (first["statusCode"], retry["statusCode"]) == (201, 200)
+    order_id = body_of(first)["orderId"]
+    assert body_of(retry)["orderId"] == order_id
+    assert retry["headers"]["Location"] == f"/orders/{order_id}"
+    orders = [i for i in world.ddb.scan(TableName=ORDERS_TABLE)["Items"] if i["sk"]["S"] == "ORDER"]
+    assert len(orders) == 1
+    assert len(world.outbox(order_id)) == 1
+
+
+def test_same_idempotency_key_with_a_different_body_is_422_and_nothing_more_stored(
+    world: OrdersWorld,
+) -> None:
+    post_order(order_request(), idempotency_key="client-1")
+    before = world.ddb.scan(TableName=ORDERS_TABLE)["Count"]
+
+    response = post_order(order_request(currency="USD"), idempotency_key="client-1")
+
+    assert response["statusCode"] == 422
+    assert body_of(response)["error"] == "IdempotencyKeyMismatch"
+    assert world.ddb.scan(TableName=ORDERS_TABLE)["Count"] == before
+
+
+def test_cancel_created_order_writes_cancelled_and_order_cancelled_in_one_transaction(
+    world: OrdersWorld, ddb_calls: list[str]
+) -> None:
+    order_id = placed_order()
+    ddb_calls.clear()
+
+    response = cancel(order_id)
+
+    assert response["statusCode"] == 200
+    assert body_of(response)["status"] == "CANCELLED"
+    assert _writes(ddb_calls) == ["TransactWriteItems"]
+    assert world.status(order_id) == "CANCELLED"
+    (cancelled,) = world.outbox(order_id, "OrderCancelled")
+    assert cancelled.payload is not None and cancelled.payload["previousStatus"] == "CREATED"
+
+
+def test_cancel_reserved_order_is_allowed(world: OrdersWorld) -> None:
+    order_id = placed_order()
+    deliver(world, INVENTORY, *world.outbox(order_id, "OrderCreated"))
+    assert world.status(order_id) == "RESERVED"
+
+    response = cancel(order_id)
+
+    assert response["statusCode"] == 200
+    assert world.status(order_id) == "CANCELLED"
+    (cancelled,) = world.outbox(order_id, "OrderCancelled")
+    assert cancelled.payload is not None and cancelled.payload["previousStatus"] == "RESERVED"
+
+
+def test_cancel_paid_order_is_409_with_the_reason_and_nothing_written(world: OrdersWorld) -> None:
+    order_id = placed_order()
+    deliver(world, PAID_ORDERS, payment_completed(order_id, "op-1"))
+    assert world.status(order_id) == "PAID"
+
+    response = cancel(order_id)
+
+    assert response["statusCode"] == 409
+    assert body_of(response) == {
+        "error": "OrderNotCancellable",
+        "message": f"order {order_id} is PAID; only CREATED or RESERVED orders can be cancelled",
+    }
+    assert world.status(order_id) == "PAID"
+    assert world.outbox(order_id, "OrderCancelled") == []
+
+
+def test_cancel_rejected_order_is_409(world: OrdersWorld) -> None:
+    order_id = placed_order(order_request(items=[{"sku": "SKU-LAST", "quantity": 2}]))
+    deliver(world, INVENTORY, *world.outbox(order_id, "OrderCreated"))
+    assert world.status(order_id) == "REJECTED"
+
+    response = cancel(order_id)
+
+    assert response["statusCode"] == 409
+    assert "is REJECTED" in body_of(response)["message"]
+
+
+def test_cancel_unknown_order_is_404(world: OrdersWorld) -> None:
+    response = cancel("00000000-0000-4000-8000-000000000000")
+
+    assert response["statusCode"] == 404
+    assert body_of(response)["error"] == "OrderNotFound"
+
+
+def test_cancelling_a_cancelled_order_again_returns_it_without_a_second_event(world: OrdersWorld) -> None:
+    order_id = placed_order()
+    cancel(order_id)
+
+    again = cancel(order_id)
+
+    assert again["statusCode"] == 200
+    assert body_of(again)["status"] == "CANCELLED"
+    assert len(world.outbox(order_id, "OrderCancelled")) == 1
+
+
+def test_cancel_that_read_a_stale_order_rereads_and_never_overwrites(
+    world: OrdersWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conditional transition is what protects the order: the cancel read CREATED v1, inventory
+    then reserved it (v2); the write must fail, and the cancel decide again from RESERVED v2."""
+    from orders.store import OrderStore
+
+    order_id = placed_order()
+    stale = OrderStore.get_order
+    snapshot = {"order": None}
+
+    def first_read_is_stale(self: OrderStore, wanted: str) -> Any:
+        if snapshot["order"] is None:
+            snapshot["order"] = stale(self, wanted)
+            deliver(world, INVENTORY, *world.outbox(order_id, "OrderCreated"))  # moves on to RESERVED v2
+            return snapshot["order"]
+        return stale(self, wanted)
+
+    monkeypatch.setattr(OrderStore, "get_order", first_read_is_stale)
+
+    response = cancel(order_id)
+
+    assert response["statusCode"] == 200
+    item = world.order(order_id)
+    assert item is not None
+    assert [h["status"] for h in item["history"]] == ["CREATED", "RESERVED", "CANCELLED"]
+    assert item["version"] == 3
+    (cancelled,) = world.outbox(order_id, "OrderCancelled")
+    assert cancelled.payload is not None and cancelled.payload["previousStatus"] == "RESERVED"
+
+
+def test_checked_in_openapi_document_is_current() -> None:
+    from orders.api import openapi_document
+
+    assert OPENAPI.exists(), "functions/orders/openapi.json is missing; generate it (see orders.api)"
+    assert OPENAPI.read_text() == openapi_document(), (
+        "functions/orders/openapi.json is stale: regenerate it with "
+        "PYTHONPATH=layers/relay/python:functions python -m orders.api > functions/orders/openapi.json"
+    )

@@ -1,0 +1,143 @@
+"""The fan-out through moto's real SNS -> SQS delivery: every event reaches exactly the queues it should.
+
+The subscriptions are built from ``orders.subscriptions`` (the constants the stack imports), and the
+events are published by the real outbox publisher from the orders table's stream records, so both
+the filter policies and the ``eventType`` message attribute they match are under test.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from orders.subscriptions import (
+    INVENTORY_FILTER,
+    NOTIFICATIONS_FILTER,
+    ORDER_EVENT_TYPES,
+    PAID_ORDERS_FILTER,
+)
+
+from relay.envelope import Envelope, new_envelope
+from tests.builders import FakeContext, ddb_stream_event, outbox_insert
+from tests.handlers.orders.world import (
+    ANALYTICS,
+    INVENTORY,
+    NOTIFICATIONS,
+    ORDERS_TABLE,
+    PAID_ORDERS,
+    PAYMENT_TOPIC,
+    OrdersWorld,
+    failed_ids,
+    payment_completed,
+)
+
+EXPECTED = {
+    "OrderCreated": {INVENTORY, NOTIFICATIONS, ANALYTICS},
+    "OrderCancelled": {INVENTORY, ANALYTICS},
+    "OrderRejected": {NOTIFICATIONS, ANALYTICS},
+    "OrderPaid": {NOTIFICATIONS, ANALYTICS},
+}
+
+
+def order_event(event_type: str) -> Envelope:
+    return new_envelope(
+        event_type,
+        identity=["ord-1", event_type],
+        ids={"orderId": "ord-1"},
+        payload={"customerId": "cust-7"},
+        correlation_id="corr-1",
+    )
+
+
+def publish_through_the_outbox(world: OrdersWorld, env: Envelope) -> None:
+    from orders import outbox_publisher
+
+    record = outbox_insert(
+        env,
+        keys={"pk": {"S": "ORDER#ord-1"}, "sk": {"S": f"OUTBOX#{env.event_type}#{env.event_id}"}},
+        table=ORDERS_TABLE,
+    )
+    response = outbox_publisher.handler(ddb_stream_event([record]), FakeContext())
+    assert failed_ids(response) == []
+
+
+def bodies(world: OrdersWorld) -> dict[str, list[str]]:
+    return {name: [m["Body"] for m in world.receive_all(q.url)] for name, q in world.queues.items()}
+
+
+def test_filter_policies_are_the_published_contract() -> None:
+    assert INVENTORY_FILTER == {"eventType": ["OrderCreated", "OrderCancelled"]}
+    assert NOTIFICATIONS_FILTER == {"eventType": ["OrderCreated", "OrderPaid", "OrderRejected"]}
+    assert PAID_ORDERS_FILTER == {"eventType": ["PaymentCompleted"]}
+    assert set(ORDER_EVENT_TYPES) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("event_type", sorted(EXPECTED))
+def test_order_event_reaches_exactly_its_queues(world: OrdersWorld, event_type: str) -> None:
+    publish_through_the_outbox(world, order_event(event_type))
+
+    reached = {name for name, received in bodies(world).items() if received}
+
+    assert reached == EXPECTED[event_type]
+
+
+def test_analytics_receives_the_raw_envelope_and_the_others_an_sns_notification(world: OrdersWorld) -> None:
+    created = order_event("OrderCreated")
+    publish_through_the_outbox(world, created)
+
+    received = bodies(world)
+
+    assert Envelope.from_json(received[ANALYTICS][0]) == created  # raw delivery
+    for queue in (INVENTORY, NOTIFICATIONS):
+        notification: dict[str, Any] = json.loads(received[queue][0])
+        assert notification["Type"] == "Notification"
+        assert Envelope.from_json(notification["Message"]) == created
+        assert notification["MessageAttributes"]["eventType"]["Value"] == "OrderCreated"
+
+
+def test_payment_completed_reaches_only_the_paid_orders_queue(world: OrdersWorld) -> None:
+    world.publish(PAYMENT_TOPIC, payment_completed("ord-1", "op-1"))
+
+    reached = {name for name, received in bodies(world).items() if received}
+
+    assert reached == {PAID_ORDERS}
+
+
+@pytest.mark.parametrize("event_type", ["PaymentRequested", "PaymentFailed", "InvoiceRequested"])
+def test_other_payment_events_reach_no_orders_queue(world: OrdersWorld, event_type: str) -> None:
+    world.publish(
+        PAYMENT_TOPIC,
+        new_envelope(
+            event_type, identity=["op-1", "x"], ids={"operationId": "op-1"}, payload={}, correlation_id="c"
+        ),
+    )
+
+    assert {name for name, received in bodies(world).items() if received} == set()
+
+
+def test_outbox_publisher_marks_the_row_published_and_ignores_non_outbox_items(world: OrdersWorld) -> None:
+    from orders import outbox_publisher
+    from orders.runtime import runtime
+
+    from tests.builders import ddb_stream_record
+
+    created = order_event("OrderCreated")
+    row = runtime().orders.outbox_write("ord-1", created)
+    world.ddb.put_item(TableName=ORDERS_TABLE, Item=row.body["Item"])
+    keys = {k: row.body["Item"][k] for k in ("pk", "sk")}
+    order_item = ddb_stream_record(
+        "INSERT",
+        keys={"pk": {"S": "ORDER#ord-1"}, "sk": {"S": "ORDER"}},
+        new_image={"kind": {"S": "order"}, "status": {"S": "CREATED"}},
+        table=ORDERS_TABLE,
+    )
+
+    response = outbox_publisher.handler(
+        ddb_stream_event([order_item, outbox_insert(created, keys=keys, table=ORDERS_TABLE)]), FakeContext()
+    )
+
+    assert failed_ids(response) == []
+    assert sum(len(b) for b in bodies(world).values()) == 3  # one event, three subscribed queues
+    stored = world.ddb.get_item(TableName=ORDERS_TABLE, Key=keys)["Item"]
+    assert "publishedAt" in stored and "expiresAt" in stored

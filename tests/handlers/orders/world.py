@@ -1,0 +1,409 @@
+"""What the orders stack deploys, on moto -- and the glue AWS provides around it, played in-test.
+
+``create_world()`` builds the tables (orders with its stream), the analytics bucket, the
+``order-events`` topic with the inventory, notifications and analytics queues, and payments'
+``payment-events`` topic with the paid-orders queue -- every queue with a DLQ and a redrive policy,
+every subscription with the filter policy from ``orders.subscriptions`` (the same constants the
+stack uses). ``Pump`` plays the event source mappings like the payments pipeline's: the stream into
+the outbox publisher, each queue into its handler (optionally every batch twice), deleting what the
+partial batch response reports handled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from orders.subscriptions import INVENTORY_FILTER, NOTIFICATIONS_FILTER, PAID_ORDERS_FILTER
+
+from relay.envelope import ClaimCheckRef, Envelope, new_envelope
+from relay.idempotency import deserialize_item
+from relay.outbox import sns_publisher
+from tests.builders import FakeContext, sns_wrapped
+from tests.handlers.streams import StreamReader
+
+REGION = "us-east-1"
+ORDERS_TABLE = "orders-orders"
+INVENTORY_TABLE = "orders-inventory"
+IDEMPOTENCY_TABLE = "orders-idempotency"
+BUCKET = "relay-orders-analytics-test"
+ORDER_TOPIC = "order-events"
+PAYMENT_TOPIC = "payment-events"
+MAX_RECEIVE_COUNT = 5
+
+INVENTORY = "inventory"
+NOTIFICATIONS = "notifications"
+ANALYTICS = "analytics"
+PAID_ORDERS = "paid-orders"
+
+
+@dataclass(frozen=True)
+class Subscription:
+    topic: str
+    filter_policy: Mapping[str, list[str]] | None
+    raw: bool
+
+
+SUBSCRIPTIONS = {
+    INVENTORY: Subscription(ORDER_TOPIC, INVENTORY_FILTER, raw=False),
+    NOTIFICATIONS: Subscription(ORDER_TOPIC, NOTIFICATIONS_FILTER, raw=False),
+    ANALYTICS: Subscription(ORDER_TOPIC, None, raw=True),
+    PAID_ORDERS: Subscription(PAYMENT_TOPIC, PAID_ORDERS_FILTER, raw=False),
+}
+
+
+@dataclass
+class Queue:
+    name: str
+    url: str
+    arn: str
+    dlq_url: str
+
+
+@dataclass
+class OrdersWorld:
+    ddb: Any
+    s3: Any
+    sqs: Any
+    sns: Any
+    streams: Any
+    topics: dict[str, str]
+    stream_arn: str
+    queues: dict[str, Queue] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        return {
+            "ORDERS_TABLE": ORDERS_TABLE,
+            "INVENTORY_TABLE": INVENTORY_TABLE,
+            "IDEMPOTENCY_TABLE": IDEMPOTENCY_TABLE,
+            "EVENTS_TOPIC_ARN": self.topics[ORDER_TOPIC],
+            "ANALYTICS_BUCKET": BUCKET,
+        }
+
+    def consumer_env(self, queue: str) -> dict[str, str]:
+        q = self.queues[queue]
+        return {"RELAY_QUEUE_URL": q.url, "RELAY_DLQ_URL": q.dlq_url}
+
+    # state ---------------------------------------------------------------------------------------
+
+    def _get(self, table: str, pk: str, sk: str) -> dict[str, Any] | None:
+        item = self.ddb.get_item(TableName=table, Key={"pk": {"S": pk}, "sk": {"S": sk}}).get("Item")
+        return deserialize_item(item) if item else None
+
+    def order(self, order_id: str) -> dict[str, Any] | None:
+        return self._get(ORDERS_TABLE, f"ORDER#{order_id}", "ORDER")
+
+    def status(self, order_id: str) -> str | None:
+        item = self.order(order_id)
+        return str(item["status"]) if item else None
+
+    def _partition(self, table: str, pk: str, prefix: str) -> list[dict[str, Any]]:
+        items = self.ddb.query(
+            TableName=table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": pk}, ":prefix": {"S": prefix}},
+        )["Items"]
+        return [deserialize_item(i) for i in items]
+
+    def outbox(self, order_id: str, event_type: str | None = None) -> list[Envelope]:
+        rows = self._partition(ORDERS_TABLE, f"ORDER#{order_id}", "OUTBOX#")
+        return [
+            Envelope.from_json(r["envelope"])
+            for r in rows
+            if event_type is None or r["eventType"] == event_type
+        ]
+
+    def orphan_payments(self, order_id: str) -> list[dict[str, Any]]:
+        return self._partition(ORDERS_TABLE, f"ORDER#{order_id}", "PAYMENT#")
+
+    def stock(self, sku: str) -> tuple[int, int] | None:
+        item = self._get(INVENTORY_TABLE, f"SKU#{sku}", "STOCK")
+        return (int(item["available"]), int(item.get("reserved", 0))) if item else None
+
+    def reservation(self, order_id: str) -> dict[str, Any] | None:
+        return self._get(INVENTORY_TABLE, f"ORDER#{order_id}", "RESERVATION")
+
+    def seed(self, levels: Mapping[str, int]) -> None:
+        for sku, available in levels.items():
+            self.ddb.put_item(
+                TableName=INVENTORY_TABLE,
+                Item={
+                    "pk": {"S": f"SKU#{sku}"},
+                    "sk": {"S": "STOCK"},
+                    "available": {"N": str(available)},
+                    "reserved": {"N": "0"},
+                },
+            )
+
+    def archived(self) -> dict[str, bytes]:
+        listing = self.s3.list_objects_v2(Bucket=BUCKET, Prefix="events/").get("Contents", [])
+        return {o["Key"]: self.s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in listing}
+
+    # queues --------------------------------------------------------------------------------------
+
+    def receive_all(self, url: str) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        while True:
+            batch = self.sqs.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=30,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if not batch:
+                return messages
+            messages.extend(batch)
+
+    def parked(self, queue: str) -> list[dict[str, Any]]:
+        return self.receive_all(self.queues[queue].dlq_url)
+
+    def parked_reasons(self, queue: str) -> list[str]:
+        return [m["MessageAttributes"]["relay.errorClass"]["StringValue"] for m in self.parked(queue)]
+
+    def lambda_event(self, queue: str, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """What the queue holds (or ``messages``), shaped as the event source mapping would."""
+        q = self.queues[queue]
+        received = self.receive_all(q.url) if messages is None else messages
+        records = []
+        for message in received:
+            records.append(
+                {
+                    "messageId": message["MessageId"],
+                    "receiptHandle": message["ReceiptHandle"],
+                    "body": message["Body"],
+                    "attributes": message.get("Attributes", {}),
+                    "messageAttributes": {
+                        name: {"stringValue": value.get("StringValue"), "dataType": value["DataType"]}
+                        for name, value in (message.get("MessageAttributes") or {}).items()
+                    },
+                    "md5OfBody": message.get("MD5OfBody", ""),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": q.arn,
+                    "awsRegion": REGION,
+                }
+            )
+        return {"Records": records}
+
+    def send(self, queue: str, *envelopes: Envelope | str) -> dict[str, Any]:
+        """Put the envelopes on the real (moto) queue as its subscription delivers them (SNS
+        notification, or the raw envelope for a raw subscription) and receive them back as a Lambda
+        SQS event with genuine receipt handles."""
+        q = self.queues[queue]
+        for env in envelopes:
+            if isinstance(env, str):
+                body = env
+            elif SUBSCRIPTIONS[queue].raw:
+                body = env.to_json()
+            else:
+                body = sns_wrapped(env, topic=SUBSCRIPTIONS[queue].topic)
+            self.sqs.send_message(QueueUrl=q.url, MessageBody=body)
+        event = self.lambda_event(queue)
+        assert len(event["Records"]) == len(envelopes), "not every message came back"
+        return event
+
+    def publish(self, topic: str, env: Envelope) -> None:
+        """Publish as the outbox publisher does (eventType and correlationId message attributes)."""
+        sns_publisher(self.topics[topic], self.sns)(env, {})
+
+
+def create_world() -> OrdersWorld:
+    """Call inside ``mock_aws``."""
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    s3 = boto3.client("s3", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    sns = boto3.client("sns", region_name=REGION)
+    streams = boto3.client("dynamodbstreams", region_name=REGION)
+    pk_sk = {
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    orders = ddb.create_table(
+        TableName=ORDERS_TABLE,
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        **pk_sk,
+    )
+    ddb.create_table(TableName=INVENTORY_TABLE, **pk_sk)
+    ddb.create_table(
+        TableName=IDEMPOTENCY_TABLE,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    s3.create_bucket(Bucket=BUCKET)
+    topics = {name: sns.create_topic(Name=name)["TopicArn"] for name in (ORDER_TOPIC, PAYMENT_TOPIC)}
+    world = OrdersWorld(
+        ddb=ddb,
+        s3=s3,
+        sqs=sqs,
+        sns=sns,
+        streams=streams,
+        topics=topics,
+        stream_arn=orders["TableDescription"]["LatestStreamArn"],
+    )
+    for name, subscription in SUBSCRIPTIONS.items():
+        dlq_url = sqs.create_queue(QueueName=f"orders-{name}-dlq")["QueueUrl"]
+        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        url = sqs.create_queue(
+            QueueName=f"orders-{name}",
+            Attributes={
+                "VisibilityTimeout": "30",
+                "RedrivePolicy": json.dumps(
+                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}
+                ),
+            },
+        )["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        attributes = {"RawMessageDelivery": "true" if subscription.raw else "false"}
+        if subscription.filter_policy is not None:
+            attributes["FilterPolicy"] = json.dumps(subscription.filter_policy)
+        sns.subscribe(
+            TopicArn=topics[subscription.topic], Protocol="sqs", Endpoint=arn, Attributes=attributes
+        )
+        world.queues[name] = Queue(name, url, arn, dlq_url)
+    return world
+
+
+def payment_completed(
+    order_id: str | None, operation_id: str, *, payment_id: str = "pay-1", **ids: str
+) -> Envelope:
+    """A PaymentCompleted as payments publishes it (see payments.steps): the result travels by claim
+    check, ``ids`` carry operationId, paymentId and -- when the payment had one -- orderId."""
+    all_ids = {"operationId": operation_id, "paymentId": payment_id, **ids}
+    if order_id is not None:
+        all_ids["orderId"] = order_id
+    return new_envelope(
+        "PaymentCompleted",
+        identity=[operation_id, "payment-completed"],
+        ids=all_ids,
+        claim_check=ClaimCheckRef(
+            bucket="relay-payments", key=f"payments/{operation_id}/result.json", sha256="0" * 64, size=10
+        ),
+        correlation_id=f"corr-{operation_id}",
+    )
+
+
+def failed_ids(response: Mapping[str, Any]) -> list[str]:
+    return [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def handlers() -> dict[str, Handler]:
+    from orders import analytics, inventory, notifier, paid_orders
+
+    return {
+        INVENTORY: inventory.handler,
+        NOTIFICATIONS: notifier.handler,
+        ANALYTICS: analytics.handler,
+        PAID_ORDERS: paid_orders.handler,
+    }
+
+
+def deliver(world: OrdersWorld, queue: str, *envelopes: Envelope | str, times: int = 1) -> dict[str, Any]:
+    """Deliver the envelopes to ``queue``'s handler as one batch, ``times`` times (the same batch again,
+    as after a lost acknowledgement); returns the last partial batch response."""
+    event = world.send(queue, *envelopes)
+    handler = handlers()[queue]
+    response: dict[str, Any] = {}
+    with environment(world.consumer_env(queue)):
+        for _ in range(times):
+            response = handler(event, FakeContext())
+    return response
+
+
+def redeliver(world: OrdersWorld, queue: str) -> dict[str, Any]:
+    """Receive what is (again) visible on ``queue`` -- e.g. a message backed off after a transient
+    failure -- and hand it to the handler; returns the partial batch response."""
+    event = world.lambda_event(queue)
+    assert event["Records"], f"nothing visible on {queue}"
+    with environment(world.consumer_env(queue)):
+        return handlers()[queue](event, FakeContext())
+
+
+class Pump:
+    """Moves work through the fan-out the way the managed glue would."""
+
+    def __init__(self, world: OrdersWorld, *, deliveries: int = 2, publish_deliveries: int = 1) -> None:
+        from orders import outbox_publisher
+
+        self.world = world
+        self.deliveries = deliveries
+        self.publish_deliveries = publish_deliveries
+        self.handlers = handlers()
+        self.publisher: Handler = outbox_publisher.handler
+        self.context = FakeContext()
+        self._stream = StreamReader(self.world.streams, self.world.stream_arn)
+
+    def _read_stream(self) -> list[dict[str, Any]]:
+        return self._stream.read()
+
+    def publish_outbox(self) -> int:
+        records = self._read_stream()
+        for start in range(0, len(records), 100):
+            batch = records[start : start + 100]
+            for _ in range(self.publish_deliveries):
+                response = self.publisher({"Records": batch}, self.context)
+                assert failed_ids(response) == [], response
+        return len(records)
+
+    def drain_queue(self, name: str) -> int:
+        queue = self.world.queues[name]
+        messages = self.world.receive_all(queue.url)
+        for start in range(0, len(messages), 10):
+            batch = messages[start : start + 10]
+            event = self.world.lambda_event(name, batch)
+            failed: set[str] = set()
+            with environment(self.world.consumer_env(name)):
+                for _ in range(self.deliveries):
+                    response = self.handlers[name](event, self.context)
+                    failed = set(failed_ids(response))
+            entries = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in enumerate(batch)
+                if m["MessageId"] not in failed
+            ]
+            if entries:
+                self.world.sqs.delete_message_batch(QueueUrl=queue.url, Entries=entries)
+        return len(messages)
+
+    def step(self) -> int:
+        work = self.publish_outbox()
+        for name in self.handlers:
+            work += self.drain_queue(name)
+        return work
+
+    def run(self, *, max_rounds: int = 50) -> int:
+        for rounds in range(1, max_rounds + 1):
+            if self.step() == 0:
+                return rounds
+        raise AssertionError(f"the fan-out did not settle within {max_rounds} rounds")
