@@ -26,6 +26,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--payments", type=int, default=int(os.environ.get("DEMO_PAYMENTS", "200")))
     parser.add_argument("--production-clock", action="store_true", help="keep the templates' backoff timings")
     parser.add_argument(
+        "--deliver-twice",
+        action="append",
+        default=[],
+        metavar="FUNCTION",
+        help="chaos: invoke every batch twice for functions whose logical name contains FUNCTION "
+        "('*' for all; repeatable)",
+    )
+    parser.add_argument(
         "--scheduled-time",
         default=None,
         metavar="ISO-8601",
@@ -47,6 +55,7 @@ def _config(args: argparse.Namespace) -> SandboxConfig:
         api_port=args.api_port,
         hour_every=args.hour_every,
         fast_clock=not args.production_clock,
+        deliver_twice=tuple(args.deliver_twice),
     )
     if args.cdk_out is not None:
         config.cdk_out = args.cdk_out.resolve()

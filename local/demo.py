@@ -41,7 +41,6 @@ TERMINAL = {"COMPLETED", "FAILED"}
 def payment_body(i: int) -> dict[str, Any]:
     return {
         "paymentId": f"pay-{i:05d}-{uuid.uuid4().hex[:6]}",
-        "orderId": f"order-{i:05d}",
         "amount": f"{10 + i % 90}.{i % 100:02d}",
         "currency": "EUR",
         "payer": f"customer-{i % 17}",
@@ -410,9 +409,14 @@ class AgentsScenario:
 
 
 def run_demo(sandbox: Sandbox, payments: int = 200) -> int:
+    from local.demo_orders import OrdersScenario
+
     print(f"\ndemo: {payments} payments through {sandbox.api_url}", flush=True)
     agents = AgentsScenario(sandbox)
     agents.publish()  # verified in the background while the payments run
+    orders = OrdersScenario(sandbox)
+    orders.start()  # placed, reserved, one cancelled, the rest paid alongside the payments burst
     ok = Scenario(sandbox, payments=payments).run()
+    orders_ok = orders.finish()
     agents_ok = agents.finish()
-    return 0 if ok and agents_ok else 1
+    return 0 if ok and orders_ok and agents_ok else 1

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import json
 import threading
 import time
@@ -33,6 +34,23 @@ from local.provision import MappingSpec
 from local.runtime import InvokeResult, Runtime
 
 Log = Callable[[str], None]
+
+
+class DuplicateDelivery:
+    """Chaos switch: every batch for a matching function is invoked TWICE with the same records (the
+    first invocation's outcome is discarded, as when Lambda's delete or checkpoint after a success is
+    lost). Matching is by substring of the function's logical name; ``"*"`` matches every function.
+    Consumers must make the second delivery a no-op: this is how the sandbox proves they do."""
+
+    def __init__(self, patterns: tuple[str, ...] = ()) -> None:
+        self.patterns = frozenset(patterns)
+
+    def set(self, patterns: tuple[str, ...]) -> None:
+        self.patterns = frozenset(patterns)
+
+    def applies(self, function: str) -> bool:
+        patterns = self.patterns  # one read: set() may swap it from another thread
+        return "*" in patterns or any(p in function for p in patterns)
 
 
 def _queue_url(endpoint: str, arn: str) -> str:
@@ -105,6 +123,7 @@ class MappingStats:
         self.failed_records = 0
         self.failed_batches = 0
         self.in_flight = 0
+        self.duplicated_records = 0
 
     def add(self, **changes: int) -> None:
         with self.lock:
@@ -114,20 +133,32 @@ class MappingStats:
 
 class SqsMapping:
     def __init__(
-        self, spec: MappingSpec, runtime: Runtime, endpoint: str, stop: threading.Event, log: Log
+        self,
+        spec: MappingSpec,
+        runtime: Runtime,
+        endpoint: str,
+        stop: threading.Event,
+        log: Log,
+        duplicates: DuplicateDelivery | None = None,
     ) -> None:
         self.spec = spec
+        self.duplicates = duplicates or DuplicateDelivery()
         self.runtime = runtime
         self.stop = stop
         self.log = log
         self.sqs = client("sqs", endpoint)
         self.queue_url = _queue_url(endpoint, spec.source_arn)
         self.stats = MappingStats()
-        # Lambda starts with 5 pollers for a queue and scales; MaximumConcurrency caps the
-        # concurrent invocations, which is what a poller count models here.
+        # MaximumConcurrency caps the concurrent invocations, which is what a poller count models
+        # here. Lambda scales its pollers with the backlog; so does this: one poller long-polls an
+        # idle queue, each receive that finds messages wakes one more (up to the cap), each empty
+        # receive puts one back to sleep. Idle queues then cost one long poll each, not five -- on
+        # two cores, dozens of idle long polls were a quarter of the emulator's CPU.
         self.pollers = int(spec.max_concurrency or 5)
+        self._active = 1
+        self._scale = threading.Condition()
         self.threads = [
-            threading.Thread(target=self._poll, name=f"sqs-{spec.function[-20:]}-{i}", daemon=True)
+            threading.Thread(target=self._poll, args=(i,), name=f"sqs-{spec.function[-20:]}-{i}", daemon=True)
             for i in range(self.pollers)
         ]
 
@@ -163,8 +194,20 @@ class SqsMapping:
             messages.extend(more)
         return messages
 
-    def _poll(self) -> None:
+    def _rescale(self, found_messages: bool) -> None:
+        with self._scale:
+            if found_messages and self._active < self.pollers:
+                self._active += 1
+                self._scale.notify()
+            elif not found_messages and self._active > 1:
+                self._active -= 1
+
+    def _poll(self, index: int) -> None:
         while not self.stop.is_set():
+            with self._scale:
+                if index >= self._active:
+                    self._scale.wait(timeout=1)
+                    continue
             try:
                 messages = self._gather()
             except Exception as exc:
@@ -172,6 +215,7 @@ class SqsMapping:
                     self.log(f"sqs poller {self.spec.function}: receive failed: {exc}")
                     time.sleep(1)
                 continue
+            self._rescale(bool(messages))
             if not messages:
                 continue
             self._process(messages)
@@ -180,6 +224,9 @@ class SqsMapping:
         records = [sqs_record(m, self.spec.source_arn) for m in messages]
         self.stats.add(batches=1, records=len(records), in_flight=len(records))
         try:
+            if self.duplicates.applies(self.spec.function):
+                self.runtime.invoke(self.spec.function, {"Records": records})
+                self.stats.add(duplicated_records=len(records))
             result = self.runtime.invoke(self.spec.function, {"Records": records})
         finally:
             self.stats.add(in_flight=-len(records))
@@ -221,13 +268,65 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+class _Lane:
+    """Records of one stream lane waiting to be processed, in order; the head is retried in place."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.cond = threading.Condition()
+        self.first_at: float | None = None  # when the oldest waiting record arrived
+
+    def put(self, record: dict[str, Any]) -> None:
+        with self.cond:
+            if not self.records:
+                self.first_at = time.monotonic()
+            self.records.append(record)
+            self.cond.notify()
+
+    def take(self, size: int, window: float, stop: threading.Event) -> list[dict[str, Any]]:
+        """The next batch (not removed until ``done``): BatchSize records, or what arrived within the
+        batching window after the first one."""
+        with self.cond:
+            while not stop.is_set():
+                if self.records:
+                    closes = (self.first_at or 0.0) + window
+                    remaining = closes - time.monotonic()
+                    if len(self.records) >= size or remaining <= 0:
+                        return list(self.records[:size])
+                    self.cond.wait(timeout=remaining)
+                else:
+                    self.cond.wait(timeout=0.5)
+            return []
+
+    def done(self, count: int) -> None:
+        with self.cond:
+            del self.records[:count]
+            self.first_at = time.monotonic() if self.records else None
+
+
 class StreamMapping:
-    """One poller per shard of a DynamoDB stream (moto exposes a single shard per table)."""
+    """DynamoDB stream pollers (moto exposes a single shard per table).
+
+    Per shard, one reader follows the shard (about four reads a second, as Lambda polls) and deals
+    the records out to ``ParallelizationFactor`` lanes by the hash of their partition key, so records
+    of one item stay in order while different items are processed concurrently; each lane batches
+    (BatchSize, batching window), invokes, and on failure retries from its lowest failed
+    SequenceNumber with backoff until ``MaximumRetryAttempts``, then sends the batch's description to
+    the ``OnFailure`` destination and moves on -- as Lambda does per shard and, with a
+    parallelization factor, per partition-key lane.
+    """
 
     def __init__(
-        self, spec: MappingSpec, runtime: Runtime, endpoint: str, stop: threading.Event, log: Log
+        self,
+        spec: MappingSpec,
+        runtime: Runtime,
+        endpoint: str,
+        stop: threading.Event,
+        log: Log,
+        duplicates: DuplicateDelivery | None = None,
     ) -> None:
         self.spec = spec
+        self.duplicates = duplicates or DuplicateDelivery()
         self.runtime = runtime
         self.stop = stop
         self.log = log
@@ -237,77 +336,95 @@ class StreamMapping:
         self.stats = MappingStats()
         self.retries = 0
         self.threads: list[threading.Thread] = []
+        self.lanes = max(1, int(spec.parallelization_factor))
+        self.hash_key = self._hash_key(endpoint)
+
+    def _hash_key(self, endpoint: str) -> str | None:
+        table = self.spec.source_arn.split(":table/", 1)[-1].split("/stream/", 1)[0]
+        try:
+            schema = client("dynamodb", endpoint).describe_table(TableName=table)["Table"]["KeySchema"]
+        except Exception:
+            return None
+        return next((k["AttributeName"] for k in schema if k["KeyType"] == "HASH"), None)
+
+    def _lane_of(self, record: dict[str, Any]) -> int:
+        if self.lanes == 1:
+            return 0
+        keys = record.get("dynamodb", {}).get("Keys", {})
+        partition = keys.get(self.hash_key) if self.hash_key else keys
+        digest = hashlib.sha256(json.dumps(partition, sort_keys=True).encode()).digest()
+        return int.from_bytes(digest[:4], "big") % self.lanes
 
     def start(self) -> None:
         shards = self.streams.describe_stream(StreamArn=self.spec.source_arn)["StreamDescription"]["Shards"]
         for shard in shards:
-            thread = threading.Thread(
-                target=self._poll,
-                args=(shard["ShardId"],),
-                name=f"stream-{shard['ShardId'][-8:]}",
-                daemon=True,
-            )
-            self.threads.append(thread)
-            thread.start()
+            shard_id = shard["ShardId"]
+            lanes = [_Lane() for _ in range(self.lanes)]
+            targets: list[tuple[Callable[..., None], tuple[Any, ...], str]] = [
+                (self._read, (shard_id, lanes), f"stream-{shard_id[-8:]}")
+            ]
+            targets += [
+                (self._work, (shard_id, lane), f"stream-{shard_id[-8:]}-{i}") for i, lane in enumerate(lanes)
+            ]
+            for target, args, name in targets:
+                thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+                self.threads.append(thread)
+                thread.start()
 
-    def _poll(self, shard_id: str) -> None:
+    def _read(self, shard_id: str, lanes: list[_Lane]) -> None:
         position = "LATEST" if self.spec.starting_position == "LATEST" else "TRIM_HORIZON"
         iterator = self.streams.get_shard_iterator(
             StreamArn=self.spec.source_arn, ShardId=shard_id, ShardIteratorType=position
         )["ShardIterator"]
-        pending: list[dict[str, Any]] = []  # records fetched but not yet successfully processed
-        attempts = 0
         while not self.stop.is_set():
             try:
-                window_closes: float | None = None
-                while len(pending) < self.spec.batch_size and not self.stop.is_set():
-                    response = self.streams.get_records(
-                        ShardIterator=iterator, Limit=self.spec.batch_size - len(pending)
-                    )
-                    iterator = response["NextShardIterator"]
-                    records = response.get("Records", [])
-                    pending.extend(_jsonable(r) for r in records)
-                    if pending and window_closes is None:
-                        window_closes = time.monotonic() + self.spec.batching_window
-                    if window_closes is not None and time.monotonic() >= window_closes:
-                        break
-                    if not records:
-                        # Lambda polls each shard about four times a second.
-                        time.sleep(0.25 if not pending else min(0.1, self.spec.batching_window))
+                response = self.streams.get_records(ShardIterator=iterator, Limit=1000)
             except Exception as exc:
                 if not self.stop.is_set():
                     self.log(f"stream poller {self.spec.function}: {exc}")
                     time.sleep(1)
                 continue
-            if not pending:
-                continue
-            batch = pending[: self.spec.batch_size]
-            for record in batch:
+            iterator = response["NextShardIterator"]
+            records = response.get("Records", [])
+            for record in records:
+                record = _jsonable(record)
                 record["eventSourceARN"] = self.spec.source_arn
+                lanes[self._lane_of(record)].put(record)
+            if not records:
+                # Lambda polls each shard about four times a second.
+                self.stop.wait(0.25)
+
+    def _work(self, shard_id: str, lane: _Lane) -> None:
+        attempts = 0
+        while not self.stop.is_set():
+            batch = lane.take(self.spec.batch_size, self.spec.batching_window, self.stop)
+            if not batch:
+                continue
             self.stats.add(batches=1, records=len(batch), in_flight=len(batch))
             try:
+                if self.duplicates.applies(self.spec.function):
+                    self.runtime.invoke(self.spec.function, {"Records": batch})
+                    self.stats.add(duplicated_records=len(batch))
                 result = self.runtime.invoke(self.spec.function, {"Records": batch})
             finally:
                 self.stats.add(in_flight=-len(batch))
             sequence = [r["dynamodb"]["SequenceNumber"] for r in batch]
             failed = failed_item_ids(result, sequence, self.spec.report_batch_item_failures)
             if not failed:
-                pending = pending[len(batch) :]
+                lane.done(len(batch))
                 attempts = 0
                 continue
             self.stats.add(failed_records=len(failed), failed_batches=1)
             # Checkpoint at the lowest failed sequence number: everything before it is done.
-            lowest = min(failed, key=int)
-            first_failed = sequence.index(lowest)
-            retry = pending[first_failed:]
+            first_failed = sequence.index(min(failed, key=int))
             attempts += 1
             self.retries += 1
             if attempts > self.spec.max_retry_attempts:
                 self._on_failure(shard_id, batch[first_failed:], attempts, result)
-                pending = pending[len(batch) :]
+                lane.done(len(batch))
                 attempts = 0
                 continue
-            pending = retry
+            lane.done(first_failed)  # the failed record and everything after it are retried
             if not result.ok:
                 self.log(f"{self.spec.function}: stream batch failed ({result.error_type}); retry {attempts}")
             # Lambda backs off between retries of a failing stream batch.
@@ -345,16 +462,24 @@ class StreamMapping:
 
 
 class Mappings:
-    def __init__(self, specs: list[MappingSpec], runtime: Runtime, endpoint: str, log: Log) -> None:
+    def __init__(
+        self,
+        specs: list[MappingSpec],
+        runtime: Runtime,
+        endpoint: str,
+        log: Log,
+        duplicates: DuplicateDelivery | None = None,
+    ) -> None:
         self.stop = threading.Event()
+        self.duplicates = duplicates or DuplicateDelivery()
         self.items: list[SqsMapping | StreamMapping] = []
         for spec in specs:
             if not spec.enabled:
                 continue
             if spec.kind == "sqs":
-                self.items.append(SqsMapping(spec, runtime, endpoint, self.stop, log))
+                self.items.append(SqsMapping(spec, runtime, endpoint, self.stop, log, self.duplicates))
             else:
-                self.items.append(StreamMapping(spec, runtime, endpoint, self.stop, log))
+                self.items.append(StreamMapping(spec, runtime, endpoint, self.stop, log, self.duplicates))
 
     def start(self) -> None:
         for item in self.items:

@@ -90,6 +90,7 @@ class MappingSpec:
     on_failure_arn: str | None
     bisect_on_error: bool
     enabled: bool
+    parallelization_factor: int = 1
 
 
 @dataclass
@@ -513,6 +514,7 @@ class Provisioner:
                 on_failure_arn=on_failure,
                 bisect_on_error=bool(props.get("BisectBatchOnFunctionError", False)),
                 enabled=bool(props.get("Enabled", True)),
+                parallelization_factor=int(props.get("ParallelizationFactor", 1)),
             )
         )
         return Physical(ref=f"{function}-{logical_id}")

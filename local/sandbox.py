@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +33,7 @@ from local.fakes import (
     knobs_from_env,
 )
 from local.http_api import HttpApi
-from local.mappings import Mappings
+from local.mappings import DuplicateDelivery, Mappings
 from local.provision import Provisioner, Topology
 from local.runtime import PROJECT_ROOT, Runtime
 from local.templates import is_stale, load_stacks, synth
@@ -61,6 +63,8 @@ class SandboxConfig:
     write_state: bool = True
     log_dir: Path = STATE_DIR / "logs"
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Chaos: function-name substrings ("*" for all) whose every batch is invoked twice.
+    deliver_twice: tuple[str, ...] = ()
 
 
 class Sandbox:
@@ -155,7 +159,16 @@ class Sandbox:
             f"runtime: {len(self.topology.functions)} functions, up to {cfg.max_workers_per_function} "
             f"warm workers each; logs in {cfg.log_dir}/"
         )
-        self.mappings = Mappings(self.topology.mappings, self.runtime, self.endpoint, self.log)
+        self.mappings = Mappings(
+            self.topology.mappings,
+            self.runtime,
+            self.endpoint,
+            self.log,
+            DuplicateDelivery(cfg.deliver_twice),
+        )
+        if cfg.deliver_twice:
+            matching = ", ".join(cfg.deliver_twice)
+            self.log(f"chaos: every batch delivered twice to functions matching {matching}")
         self.mappings.start()
         if self.topology.apis:
             # Every HTTP API on one port: their routes are disjoint, and one base URL is simpler.
@@ -260,6 +273,20 @@ class Sandbox:
             },
         }
 
+    @contextmanager
+    def delivering_twice(self, *patterns: str) -> Iterator[None]:
+        """Within the block, every batch for matching functions is invoked twice (see
+        ``local.mappings.DuplicateDelivery``); the configured setting comes back afterwards."""
+        if self.mappings is None:
+            raise RuntimeError("the sandbox is not started")
+        duplicates = self.mappings.duplicates
+        before = tuple(duplicates.patterns)
+        duplicates.set(tuple(patterns))
+        try:
+            yield
+        finally:
+            duplicates.set(before)
+
     def in_flight(self) -> int:
         return sum(item.stats.in_flight for item in self.mappings.items) if self.mappings else 0
 
@@ -295,8 +322,11 @@ class Sandbox:
         self.close()
 
 
+ENTITY_TABLES = ("-operations", "-orders-orders")
+
+
 def snapshot(state: dict[str, Any]) -> dict[str, Any]:
-    """Queue depths, DLQ depths and operations by state, read from the emulator."""
+    """Queue depths, DLQ depths, and payment operations and orders by state, read from the emulator."""
     endpoint = state["endpoint"]
     sqs = client("sqs", endpoint)
     ddb = client("dynamodb", endpoint)
@@ -311,7 +341,10 @@ def snapshot(state: dict[str, Any]) -> dict[str, Any]:
             "inFlight": int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
         }
     operations: Counter[str] = Counter()
-    for table in state["tables"]:
+    orders: Counter[str] = Counter()
+    # Only the tables that hold operations and orders: scanning every table (idempotency records,
+    # outbox history...) each second was a large share of the emulator's CPU during the demo.
+    for table in (t for t in state["tables"] if t.endswith(ENTITY_TABLES)):
         paginator = ddb.get_paginator("scan")
         for page in paginator.paginate(
             TableName=table,
@@ -319,13 +352,19 @@ def snapshot(state: dict[str, Any]) -> dict[str, Any]:
             ExpressionAttributeNames={"#s": "status"},
         ):
             for item in page.get("Items", []):
-                if item.get("sk", {}).get("S") == "OPERATION" and "status" in item:
+                sort_key = item.get("sk", {}).get("S")
+                if "status" not in item:
+                    continue
+                if sort_key == "OPERATION":
                     operations[item["status"]["S"]] += 1
+                elif sort_key == "ORDER":
+                    orders[item["status"]["S"]] += 1
     dlqs = set(state["dlqs"])
     return {
         "queues": {n: q for n, q in queues.items() if n not in dlqs},
         "dlqs": {n: q["visible"] + q["inFlight"] for n, q in queues.items() if n in dlqs},
         "operations": dict(operations),
+        "orders": dict(orders),
     }
 
 
@@ -334,7 +373,10 @@ def status_line(snap: dict[str, Any]) -> str:
     flight = sum(q["inFlight"] for q in snap["queues"].values())
     parked = sum(snap["dlqs"].values())
     ops = " ".join(f"{k}={v}" for k, v in sorted(snap["operations"].items())) or "none"
-    return f"queued {depth}  in flight {flight}  DLQ {parked}  operations: {ops}"
+    line = f"queued {depth}  in flight {flight}  DLQ {parked}  operations: {ops}"
+    if snap.get("orders"):
+        line += "  orders: " + " ".join(f"{k}={v}" for k, v in sorted(snap["orders"].items()))
+    return line
 
 
 def cli_hint(endpoint: str) -> str:

@@ -5,6 +5,9 @@ Defaults it owns:
   skipped) and reports batch item failures by SequenceNumber;
 - a failing batch is retried in order (20 attempts), then its stream coordinates go to an on-failure
   DLQ (alarmed) — the outbox rows themselves stay unpublished in the table, ready for a re-drive;
+- up to 5 concurrent batches per shard (ParallelizationFactor): records stay in order per partition
+  key -- one aggregate's events are published in the order they were written -- while a slow publish
+  for one aggregate no longer holds up every other one behind it on the shard;
 - its own role: publish to this topic, write (mark `publishedAt`) to this table, read this stream.
 """
 
@@ -20,6 +23,8 @@ from infra.constructs.base import RelayStack
 from infra.constructs.fanout_topic import FanoutTopic
 from infra.constructs.queue_consumer import RelayFunction
 from infra.constructs.reliable_queue import dead_letter_queue
+
+PARALLELIZATION_FACTOR = 5
 
 
 class OutboxPublisher(RelayFunction):
@@ -50,6 +55,7 @@ class OutboxPublisher(RelayFunction):
                 report_batch_item_failures=True,
                 retry_attempts=20,
                 bisect_batch_on_error=False,
+                parallelization_factor=PARALLELIZATION_FACTOR,
                 on_failure=sources.SqsDlq(self.dlq),
             )
         )

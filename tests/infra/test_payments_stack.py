@@ -50,6 +50,8 @@ def test_operations_table_streams_new_and_old_images_to_the_outbox_publisher(pay
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    # Concurrent batches per shard, ordered per partition key (one operation's events stay in order).
+    assert mapping["ParallelizationFactor"] == 5
     dlq_id = _id(payments, "OutboxPublisher/StreamDlq/Resource")
     assert mapping["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [dlq_id, "Arn"]}
 

@@ -1,0 +1,317 @@
+"""The demo's orders section: the fan-out, stock, notifications and paid orders over real HTTP.
+
+``start()`` (before the payments burst): seed stock from ``ops/stock.json`` with the documented
+``ops.seed_stock``; place orders over ``POST /orders`` (one of them asks for more of the limited
+print than exists); wait for inventory to reserve them; cancel one; pay the others through
+``POST /payments`` with their ``orderId``. ``finish()`` (after it): wait for PaymentCompleted ->
+paid-orders to move them to PAID, then print orders by state, stock movements per order and stock per
+SKU, and check: every order in the state it should be, stock conserved (seeded = available +
+reserved, reserved = what live orders hold), the customer notified once per event, analytics
+holding each event once, nothing parked in the orders DLQs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+import requests
+
+from local.emulator import client
+from local.runtime import PROJECT_ROOT
+from local.sandbox import Sandbox
+from ops.seed_stock import DEFAULT_FILE, load_levels, seed_stock
+
+NOTIFIED = ("OrderCreated", "OrderPaid", "OrderRejected")
+LIMITED = "SKU-LIMITED-PRINT"
+BASKETS: list[list[tuple[str, int]]] = [
+    [("SKU-RED-MUG", 2), ("SKU-TEAPOT", 1)],
+    [("SKU-BLUE-MUG", 1)],
+    [("SKU-KETTLE", 1), ("SKU-TEA-SAMPLER", 2)],
+    [("SKU-RED-MUG", 1), ("SKU-BLUE-MUG", 1), ("SKU-TEA-SAMPLER", 1)],
+    [("SKU-TEAPOT", 2)],
+    [(LIMITED, 1)],  # the last unit
+]
+
+
+class OrdersScenario:
+    def __init__(self, sandbox: Sandbox, *, orders: int = 12, out: Any = sys.stdout) -> None:
+        self.sb = sandbox
+        self.out = out
+        tables = sandbox.topology.tables
+        self.orders_table = next((t for t in tables if t.endswith("-orders-orders")), "")
+        self.inventory_table = next((t for t in tables if t.endswith("-orders-inventory")), "")
+        self.enabled = bool(self.orders_table and self.inventory_table)
+        self.count = orders
+        self.levels: dict[str, int] = {}
+        self.baskets: dict[str, list[tuple[str, int]]] = {}  # orderId -> lines
+        self.expected: dict[str, str] = {}  # orderId -> final status
+        self.operations: dict[str, str] = {}  # orderId -> payment operationId
+        self.http_errors: Counter[str] = Counter()
+        self.started = 0.0
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    def _post(self, path: str, body: dict[str, Any] | None, expect: int) -> dict[str, Any] | None:
+        headers = {"Idempotency-Key": uuid.uuid4().hex}
+        response = requests.post(f"{self.sb.api_url}{path}", json=body, headers=headers, timeout=30)
+        if response.status_code != expect:
+            self.http_errors[f"POST {path.split('/')[1]} {response.status_code}"] += 1
+            return None
+        result: dict[str, Any] = response.json()
+        return result
+
+    def _order(self, order_id: str) -> dict[str, Any]:
+        response = requests.get(f"{self.sb.api_url}/orders/{order_id}", timeout=30)
+        result: dict[str, Any] = response.json() if response.status_code == 200 else {}
+        return result
+
+    def _wait(self, order_ids: list[str], done: Any, timeout: float) -> dict[str, dict[str, Any]]:
+        views: dict[str, dict[str, Any]] = {}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            views = {o: self._order(o) for o in order_ids}
+            if all(done(v) for v in views.values()):
+                break
+            time.sleep(0.5)
+        return views
+
+    # -- the scenario ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if not self.enabled:
+            return
+        self.started = time.monotonic()
+        self.levels = load_levels(DEFAULT_FILE)
+        seed_stock(self.levels, table=self.inventory_table, ddb_client=client("dynamodb", self.sb.endpoint))
+        print(
+            f"orders: stock seeded for {len(self.levels)} SKUs from {DEFAULT_FILE.relative_to(PROJECT_ROOT)} "
+            "(python -m ops.seed_stock)",
+            file=self.out,
+        )
+        baskets = [BASKETS[i % len(BASKETS)] for i in range(self.count - 1)]
+        baskets.append([("SKU-RED-MUG", 1), (LIMITED, 2)])  # more prints than exist: rejected whole
+        for i, lines in enumerate(baskets):
+            body = {
+                "customerId": f"customer-{i:02d}",
+                "items": [{"sku": sku, "quantity": n} for sku, n in lines],
+                "currency": "EUR",
+            }
+            created = self._post("/orders", body, 201)
+            if created:
+                self.baskets[created["orderId"]] = lines
+        order_ids = list(self.baskets)
+        if not order_ids:
+            return
+        rejected = order_ids[-1]
+        views = self._wait(order_ids, lambda v: v.get("status") in ("RESERVED", "REJECTED"), 45)
+        cancelled = order_ids[1]
+        self._post(f"/orders/{cancelled}/cancel", None, 200)
+        for order_id in order_ids:
+            if order_id == rejected:
+                self.expected[order_id] = "REJECTED"
+            elif order_id == cancelled:
+                self.expected[order_id] = "CANCELLED"
+            else:
+                self.expected[order_id] = "PAID"
+                if views[order_id].get("status") != "RESERVED":
+                    continue  # not reserved in time: not paid, and the check below says so
+                payment = self._post("/payments", self._payment(order_id), 202)
+                if payment:
+                    self.operations[order_id] = payment["operationId"]
+        print(
+            f"orders: {len(order_ids)} placed, 1 cancelled, {len(self.operations)} sent to payments "
+            f"with their orderId, 1 asking for {LIMITED} ×2 (1 in stock)",
+            file=self.out,
+            flush=True,
+        )
+
+    def _payment(self, order_id: str) -> dict[str, Any]:
+        units = sum(n for _, n in self.baskets[order_id])
+        return {
+            "paymentId": f"pay-{order_id[:8]}",
+            "orderId": order_id,
+            "amount": f"{12.5 * units:.2f}",
+            "currency": "EUR",
+            "payer": f"customer-of-{order_id[:8]}",
+            "payee": "relay-shop",
+            "details": {"note": "sandbox demo order"},
+        }
+
+    def finish(self) -> bool:
+        if not self.enabled:
+            return True
+        print(
+            "\norders: SNS fan-out to inventory, notifications and analytics; paid through payments",
+            file=self.out,
+        )
+        order_ids = list(self.baskets)
+        views = self._wait(order_ids, lambda v: v.get("status") in ("PAID", "CANCELLED", "REJECTED"), 90)
+        self._wait_idle(30)
+        events = self._events(order_ids)
+        notified = self.sb.webhook.deliveries_by_key()
+        archived = Counter(self._archived())
+        states = Counter(v.get("status", "?") for v in views.values())
+        stock = {sku: self._stock(sku) for sku in sorted(self.levels)}
+        holding: Counter[str] = Counter()
+        for order_id, lines in self.baskets.items():
+            if views[order_id].get("status") in ("RESERVED", "PAID"):
+                for sku, n in lines:
+                    holding[sku] += n
+
+        rows = [("orders placed (201)", str(len(order_ids)))]
+        rows += [(f"  {state}", str(n)) for state, n in sorted(states.items())]
+        rows.append(("stock movements per order", ""))
+        for order_id in order_ids:
+            rows.append(
+                (f"  {order_id[:8]} {views[order_id].get('status', '?')}", self._movement(order_id, views))
+            )
+        rows.append(("stock per SKU (seeded → available + reserved)", ""))
+        for sku, (available, reserved) in stock.items():
+            rows.append((f"  {sku}", f"{self.levels[sku]} → {available} + {reserved}"))
+        per_event = Counter(notified.get(e, 0) for e, t in events.items() if t in NOTIFIED)
+        rows.append(
+            ("customer notifications per event", ", ".join(f"{n}× {c}" for n, c in sorted(per_event.items())))
+        )
+        rows.append(
+            (
+                "analytics objects per event",
+                ", ".join(f"{n}× {c}" for n, c in sorted(Counter(archived[e] for e in events).items())),
+            )
+        )
+        parked = self._parked()
+        rows.append(("orders messages parked", str(parked)))
+        rows.append(("orders section took", f"{time.monotonic() - self.started:.1f} s"))
+        if self.http_errors:
+            rows.append(("HTTP errors", ", ".join(f"{k}: {v}" for k, v in self.http_errors.items())))
+        width = max(len(r[0]) for r in rows)
+        for label, value in rows:
+            print(f"  {label:<{width}}  {value}", file=self.out)
+
+        checks = {
+            "every order PAID, except one CANCELLED and one REJECTED for stock": all(
+                views[o].get("status") == want for o, want in self.expected.items()
+            )
+            and len(self.expected) == self.count,
+            "paid orders carry their payment's operationId": all(
+                views[o].get("paymentOperationId") == op for o, op in self.operations.items()
+            ),
+            "stock conserved: seeded = available + reserved, reserved = what live orders hold": all(
+                available + reserved == self.levels[sku] and reserved == holding[sku]
+                for sku, (available, reserved) in stock.items()
+            ),
+            "each OrderCreated/OrderPaid/OrderRejected notified exactly once": per_event
+            == Counter({1: sum(t in NOTIFIED for t in events.values())}),
+            "each order event archived exactly once": all(archived[e] == 1 for e in events),
+            "nothing parked in the orders DLQs": parked == 0,
+            "no HTTP errors (orders)": not self.http_errors,
+        }
+        print("", file=self.out)
+        for name, ok in checks.items():
+            print(f"  {'PASS' if ok else 'FAIL'}  {name}", file=self.out)
+        return all(checks.values())
+
+    def _movement(self, order_id: str, views: dict[str, dict[str, Any]]) -> str:
+        lines = ", ".join(f"{n}× {sku}" for sku, n in self.baskets[order_id])
+        status = views[order_id].get("status")
+        if status in ("RESERVED", "PAID"):
+            return f"took {lines}"
+        if status == "CANCELLED":
+            return (
+                f"took then released {lines}" if self._reservation(order_id) == "RELEASED" else "took nothing"
+            )
+        if status == "REJECTED":
+            reason = (views[order_id].get("rejection") or {}).get("reason", "")
+            return f"took nothing ({reason})"
+        return "?"
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def _wait_idle(self, timeout: float) -> None:
+        sqs = client("sqs", self.sb.endpoint)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            busy = 0
+            for name, url in self.sb.topology.queues.items():
+                if "-orders-" in name and name not in self.sb.topology.dlqs:
+                    attrs = sqs.get_queue_attributes(
+                        QueueUrl=url,
+                        AttributeNames=[
+                            "ApproximateNumberOfMessages",
+                            "ApproximateNumberOfMessagesNotVisible",
+                        ],
+                    )["Attributes"]
+                    busy += sum(int(v) for v in attrs.values())
+            if not busy and self.sb.in_flight() == 0:
+                return
+            time.sleep(0.5)
+
+    def _events(self, order_ids: list[str]) -> dict[str, str]:
+        ddb = client("dynamodb", self.sb.endpoint)
+        events: dict[str, str] = {}
+        for order_id in order_ids:
+            rows = ddb.query(
+                TableName=self.orders_table,
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :outbox)",
+                ExpressionAttributeValues={":pk": {"S": f"ORDER#{order_id}"}, ":outbox": {"S": "OUTBOX#"}},
+            )["Items"]
+            for row in rows:
+                _, event_type, event_id = row["sk"]["S"].split("#", 2)
+                events[event_id] = event_type
+        return events
+
+    def _archived(self) -> list[str]:
+        bucket = next(
+            (
+                f.environment["ANALYTICS_BUCKET"]
+                for f in self.sb.topology.functions.values()
+                if "ANALYTICS_BUCKET" in f.environment
+            ),
+            None,
+        )
+        if bucket is None:
+            return []
+        s3 = client("s3", self.sb.endpoint)
+        ids: list[str] = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="events/"):
+            ids += [o["Key"].rsplit("/", 1)[1].removesuffix(".json") for o in page.get("Contents", [])]
+        return ids
+
+    def _stock(self, sku: str) -> tuple[int, int]:
+        item = (
+            client("dynamodb", self.sb.endpoint)
+            .get_item(
+                TableName=self.inventory_table,
+                Key={"pk": {"S": f"SKU#{sku}"}, "sk": {"S": "STOCK"}},
+                ConsistentRead=True,
+            )
+            .get("Item", {})
+        )
+        return int(item.get("available", {}).get("N", "0")), int(item.get("reserved", {}).get("N", "0"))
+
+    def _reservation(self, order_id: str) -> str | None:
+        item = (
+            client("dynamodb", self.sb.endpoint)
+            .get_item(
+                TableName=self.inventory_table,
+                Key={"pk": {"S": f"ORDER#{order_id}"}, "sk": {"S": "RESERVATION"}},
+                ConsistentRead=True,
+            )
+            .get("Item")
+        )
+        return item["status"]["S"] if item else None
+
+    def _parked(self) -> int:
+        sqs = client("sqs", self.sb.endpoint)
+        total = 0
+        for name in self.sb.topology.dlqs:
+            if "-orders-" in name:
+                attrs = sqs.get_queue_attributes(
+                    QueueUrl=self.sb.topology.queues[name],
+                    AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+                )["Attributes"]
+                total += sum(int(v) for v in attrs.values())
+        return total
