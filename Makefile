@@ -48,7 +48,7 @@ test: lint typecheck cfn-lint pytest ## everything CI runs: lint, types, synth +
 bench: install ## print benchmark figures (never asserted)
 	$(BIN)/python bench/synth_bench.py
 	$(BIN)/python bench/kernel_bench.py
-	$(BIN)/python bench/sandbox_bench.py
+	PYTHONPATH=. $(BIN)/python bench/sandbox_bench.py
 
 demo: install ## the main job: run the whole app locally and drive a payments scenario; exits 0 only if the invariants hold
 	$(BIN)/python -m local demo

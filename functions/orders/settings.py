@@ -9,11 +9,11 @@ KeyError somewhere deep in a call.
 from __future__ import annotations
 
 import functools
-import os
-from collections.abc import Mapping
-from typing import Any
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
+
+from relay.settings import FunctionSettings, http_url
 
 # One DynamoDB transaction holds at most 100 items. Reserving an order writes the processed-event
 # marker, the order, the reservation record and one item per SKU (and a rejection an outbox row):
@@ -33,12 +33,9 @@ _ENV_NAMES = {
 }
 
 
-class SettingsError(RuntimeError):
-    """The function's environment is incomplete or invalid: a deployment problem, not a message problem."""
-
-
-class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Settings(FunctionSettings):
+    SERVICE: ClassVar[str] = "orders"
+    ENV_NAMES: ClassVar[dict[str, str]] = _ENV_NAMES
 
     orders_table: str | None = None
     inventory_table: str | None = None
@@ -54,38 +51,7 @@ class Settings(BaseModel):
     @field_validator("notify_webhook_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.startswith(("https://", "http://")):
-            raise ValueError("must be an http(s) URL, e.g. https://notify.example.com/orders")
-        return value
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for field, name in _ENV_NAMES.items():
-            raw = env.get(name)
-            if raw is not None and raw.strip() != "":
-                values[field] = raw.strip()
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{_ENV_NAMES.get(str(err['loc'][0]), err['loc'][0]) if err['loc'] else '?'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            raise SettingsError(f"invalid orders configuration: {problems}") from None
-
-    def require(self, field: str) -> str:
-        """The value of an optional setting this function cannot work without."""
-        value = getattr(self, field)
-        if not value:
-            raise SettingsError(
-                f"environment variable {_ENV_NAMES[field]} is not set; this function needs it "
-                "(the orders stack sets it -- check the function's configuration)."
-            )
-        return str(value)
+        return http_url(value, example="https://notify.example.com/orders", strip_slash=False)
 
 
 @functools.cache

@@ -9,46 +9,18 @@ inside ``mock_aws``.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from payments.invoices import InvoiceApiClient
 from payments.legacy import LegacyPaymentsClient
 from payments.settings import Settings, get_settings
 from payments.store import OperationStore
+from relay.clients import AwsClients
 from relay.consumer import ConsumerSettings
 
 
-def _client(service: str) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    # Standard retry mode retries throttling and 5xx a few times inside the SDK before the kernel's
-    # classification (and the SQS backoff) takes over.
-    return boto3.client(
-        service,
-        config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10),
-    )
-
-
-class Runtime:
+class Runtime(AwsClients):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-
-    @functools.cached_property
-    def ddb(self) -> Any:
-        return _client("dynamodb")
-
-    @functools.cached_property
-    def s3(self) -> Any:
-        return _client("s3")
-
-    @functools.cached_property
-    def sqs(self) -> Any:
-        return _client("sqs")
-
-    @functools.cached_property
-    def sns(self) -> Any:
-        return _client("sns")
 
     @functools.cached_property
     def store(self) -> OperationStore:

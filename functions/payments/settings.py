@@ -9,11 +9,11 @@ somewhere deep in a call.
 from __future__ import annotations
 
 import functools
-import os
-from collections.abc import Mapping
-from typing import Any
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
+
+from relay.settings import FunctionSettings, http_url
 
 # SQS DelaySeconds accepts at most 900 seconds; a longer wait is a chain of delayed checks.
 MAX_SQS_DELAY_SECONDS = 900
@@ -34,12 +34,9 @@ _ENV_NAMES = {
 }
 
 
-class SettingsError(RuntimeError):
-    """The function's environment is incomplete or invalid: a deployment problem, not a message problem."""
-
-
-class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Settings(FunctionSettings):
+    SERVICE: ClassVar[str] = "payments"
+    ENV_NAMES: ClassVar[dict[str, str]] = _ENV_NAMES
 
     operations_table: str | None = None
     idempotency_table: str | None = None
@@ -57,38 +54,7 @@ class Settings(BaseModel):
     @field_validator("legacy_payments_url", "invoice_api_url")
     @classmethod
     def _base_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if not value.startswith(("https://", "http://")):
-            raise ValueError("must be an http(s) base URL, e.g. https://legacy.example.com")
-        return value.rstrip("/")
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for field, name in _ENV_NAMES.items():
-            raw = env.get(name)
-            if raw is not None and raw.strip() != "":
-                values[field] = raw.strip()
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{_ENV_NAMES.get(str(err['loc'][0]), err['loc'][0]) if err['loc'] else '?'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            raise SettingsError(f"invalid payments configuration: {problems}") from None
-
-    def require(self, field: str) -> str:
-        """The value of an optional setting this function cannot work without."""
-        value = getattr(self, field)
-        if not value:
-            raise SettingsError(
-                f"environment variable {_ENV_NAMES[field]} is not set; this function needs it "
-                "(the payments stack sets it -- check the function's configuration)."
-            )
-        return str(value)
+        return http_url(value, example="https://legacy.example.com")
 
 
 @functools.cache

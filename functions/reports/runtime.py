@@ -8,8 +8,8 @@ with ``reset_runtime()`` inside ``mock_aws``.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
+from relay.clients import AwsClients
 from relay.consumer import ConsumerSettings
 from reports.notification import NotificationDeps, WebhookClient
 from reports.settings import Settings, get_settings
@@ -17,29 +17,9 @@ from reports.store import VerificationStore
 from reports.verification import ReportApiClient, VerificationDeps
 
 
-def _client(service: str) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    # Standard retry mode retries throttling and 5xx a few times inside the SDK before the kernel's
-    # classification (and the SQS backoff) takes over.
-    return boto3.client(
-        service,
-        config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10),
-    )
-
-
-class Runtime:
+class Runtime(AwsClients):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-
-    @functools.cached_property
-    def ddb(self) -> Any:
-        return _client("dynamodb")
-
-    @functools.cached_property
-    def sqs(self) -> Any:
-        return _client("sqs")
 
     @functools.cached_property
     def verification(self) -> VerificationDeps:

@@ -9,43 +9,33 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from relay.clients import aws_client
 from relay.consumer import ConsumerSettings
 from scores.settings import Settings, get_settings
 from scores.store import ScoresStore
-
-
-def _client(service: str, *, fast: bool = False) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    if fast:
-        # The API answers an API Destination that gives up after 5 seconds: fail fast (503, which
-        # EventBridge retries) rather than let the SDK's retries outlast the caller.
-        config = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=1, read_timeout=2)
-    else:
-        config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10)
-    return boto3.client(service, config=config)
 
 
 class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
+    # The API answers an API Destination that gives up after 5 seconds: its clients fail fast (503,
+    # which EventBridge retries) rather than let the SDK's retries outlast the caller.
     @functools.cached_property
     def ddb(self) -> Any:
-        return _client("dynamodb", fast=True)
+        return aws_client("dynamodb", fast=True)
 
     @functools.cached_property
     def worker_ddb(self) -> Any:
-        return _client("dynamodb")
+        return aws_client("dynamodb")
 
     @functools.cached_property
     def sqs(self) -> Any:
-        return _client("sqs", fast=True)
+        return aws_client("sqs", fast=True)
 
     @functools.cached_property
     def consumer_sqs(self) -> Any:
-        return _client("sqs")
+        return aws_client("sqs")
 
     @functools.cached_property
     def api_store(self) -> ScoresStore:

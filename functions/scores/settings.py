@@ -8,11 +8,11 @@ names the missing variable instead of failing with a KeyError deep in a call.
 from __future__ import annotations
 
 import functools
-import os
-from collections.abc import Mapping
-from typing import Any
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
+
+from relay.settings import FunctionSettings
 
 _ENV_NAMES = {
     "scores_table": "SCORES_TABLE",
@@ -24,12 +24,9 @@ _ENV_NAMES = {
 }
 
 
-class SettingsError(RuntimeError):
-    """The function's environment is incomplete or invalid: a deployment problem, not a request problem."""
-
-
-class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Settings(FunctionSettings):
+    SERVICE: ClassVar[str] = "scores"
+    ENV_NAMES: ClassVar[dict[str, str]] = _ENV_NAMES
 
     scores_table: str | None = None
     verifications_table: str | None = None
@@ -38,32 +35,6 @@ class Settings(BaseModel):
     api_key_secret_arn: str | None = None
     # After a key mismatch the secret is read again (a rotation), at most once per this many seconds.
     api_key_refresh_seconds: float = Field(60.0, ge=0)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for field, name in _ENV_NAMES.items():
-            raw = env.get(name)
-            if raw is not None and raw.strip() != "":
-                values[field] = raw.strip()
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{_ENV_NAMES.get(str(err['loc'][0]), err['loc'][0]) if err['loc'] else '?'}: {err['msg']}"
-                for err in exc.errors()
-            )
-            raise SettingsError(f"invalid scores configuration: {problems}") from None
-
-    def require(self, field: str) -> str:
-        value = getattr(self, field)
-        if not value:
-            raise SettingsError(
-                f"environment variable {_ENV_NAMES[field]} is not set; this function needs it "
-                "(the scores stack sets it -- check the function's configuration)."
-            )
-        return str(value)
 
 
 @functools.cache
