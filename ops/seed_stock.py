@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 DEFAULT_FILE = Path(__file__).with_name("stock.json")
 _SKU = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # as functions/orders/models.py accepts
@@ -120,6 +122,25 @@ def seed_stock(
     return changes
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _connection(args: argparse.Namespace) -> dict[str, str]:
+    """Region and credentials: the AWS environment's; against the local sandbox (a loopback endpoint)
+    the sandbox's region and dummy credentials when the environment has none."""
+    options: dict[str, str] = {}
+    if args.region:
+        options["region_name"] = args.region
+    host = urlsplit(args.endpoint_url).hostname if args.endpoint_url else None
+    if host in LOCAL_HOSTS:
+        env = os.environ
+        if not (args.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")):
+            options["region_name"] = "us-east-1"
+        if not env.get("AWS_ACCESS_KEY_ID") and not env.get("AWS_PROFILE"):
+            options.update(aws_access_key_id="testing", aws_secret_access_key="testing")  # noqa: S106
+    return options
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m ops.seed_stock", description="Set stock levels in the orders inventory table."
@@ -140,9 +161,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
 
-    client = boto3.client("dynamodb", endpoint_url=args.endpoint_url, region_name=args.region)
-    changes = seed_stock(levels, table=args.table, ddb_client=client, dry_run=args.dry_run)
+    try:
+        client = boto3.client("dynamodb", endpoint_url=args.endpoint_url, **_connection(args))
+        changes = seed_stock(levels, table=args.table, ddb_client=client, dry_run=args.dry_run)
+    except (BotoCoreError, ClientError) as exc:
+        print(f"error: could not seed {args.table}: {exc}", file=sys.stderr)
+        return 2
     verb = "would set" if args.dry_run else "set"
     for change in changes:
         print(f"{verb} {change.describe()}")

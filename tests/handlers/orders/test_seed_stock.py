@@ -3,6 +3,7 @@ writes is what the orders inventory store reads."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from moto import mock_aws
 from orders.store import InventoryStore
 
-from ops.seed_stock import DEFAULT_FILE, SeedError, load_levels, main, seed_stock
+from ops.seed_stock import DEFAULT_FILE, SeedError, _connection, load_levels, main, seed_stock
 
 TABLE = "orders-inventory"
 
@@ -108,3 +109,27 @@ def test_the_demo_seed_file_is_valid() -> None:
     assert levels and all(level >= 0 for level in levels.values())
     with pytest.raises(SeedError):
         load_levels(DEFAULT_FILE.with_name("missing.json"))
+
+
+def test_against_the_local_sandbox_it_needs_no_aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    local = argparse.Namespace(endpoint_url="http://127.0.0.1:4566", region=None)
+    assert _connection(local) == {
+        "region_name": "us-east-1",
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+    }
+    # Anywhere else the AWS environment decides: no invented region or credentials.
+    remote = argparse.Namespace(endpoint_url=None, region=None)
+    assert _connection(remote) == {}
+    assert _connection(argparse.Namespace(endpoint_url=None, region="eu-west-1")) == {
+        "region_name": "eu-west-1"
+    }
+
+
+def test_an_unknown_table_is_a_clear_error_with_exit_2(
+    ddb: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--table", "no-such-table"]) == 2
+    assert "could not seed no-such-table" in capsys.readouterr().err
