@@ -40,10 +40,10 @@ from orders.orders import (
     now_iso,
 )
 from relay.envelope import Envelope
-from relay.errors import classify
 from relay.idempotency import (
     BusinessWrite,
     OnConditionFailed,
+    apply_writes,
     condition_check,
     deserialize_item,
     marker_id,
@@ -161,20 +161,6 @@ def _to_attribute(value: Any) -> Any:
 _ATTRIBUTES = {"rejection": "rejection", "payment_operation_id": "paymentOperationId"}
 
 
-def _apply(ddb: Any, writes: Sequence[BusinessWrite]) -> None:
-    """One transaction without a processed-event marker; a failed condition raises the write's own
-    error (``on_condition_failed``), anything else is classified by the kernel."""
-    try:
-        ddb.transact_write_items(TransactItems=[dict(w.transact_item) for w in writes])
-    except Exception as exc:
-        reasons = (getattr(exc, "response", {}) or {}).get("CancellationReasons") or []
-        for write, reason in zip(writes, reasons, strict=False):
-            if reason.get("Code") == "ConditionalCheckFailed" and write.on_condition_failed is not None:
-                old = deserialize_item(reason["Item"]) if reason.get("Item") else None
-                raise write.on_condition_failed(old) from exc
-        raise classify(exc) from exc
-
-
 class OrderStore:
     """Orders, their outbox rows and orphan payments; client Idempotency-Keys; event markers."""
 
@@ -271,7 +257,7 @@ class OrderStore:
                     on_condition_failed=lambda _old: RequestKeyTaken(idempotency_key),
                 )
             )
-        _apply(self.ddb, writes)
+        apply_writes(writes, ddb_client=self.ddb)
 
     def outbox_write(self, order_id: str, event: Envelope) -> BusinessWrite:
         return outbox_write(event, table_name=self.orders_table, key=outbox_key(order_id, event))
@@ -364,7 +350,7 @@ class OrderStore:
 
     def apply(self, writes: Sequence[BusinessWrite]) -> None:
         """One transaction without a processed-event marker (the API's cancel)."""
-        _apply(self.ddb, writes)
+        apply_writes(writes, ddb_client=self.ddb)
 
 
 class InventoryStore:

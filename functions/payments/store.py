@@ -33,6 +33,7 @@ from relay.errors import classify
 from relay.idempotency import (
     BusinessWrite,
     OnConditionFailed,
+    apply_writes,
     condition_check,
     deserialize_item,
     marker_id,
@@ -311,15 +312,7 @@ class OperationStore:
 
     def apply(self, writes: Sequence[BusinessWrite]) -> None:
         """One transaction without a processed-event marker (the consumers use commit_once)."""
-        try:
-            self.ddb.transact_write_items(TransactItems=[dict(w.transact_item) for w in writes])
-        except Exception as exc:
-            reasons = (getattr(exc, "response", {}) or {}).get("CancellationReasons") or []
-            for write, reason in zip(writes, reasons, strict=False):
-                if reason.get("Code") == "ConditionalCheckFailed" and write.on_condition_failed is not None:
-                    old = deserialize_item(reason["Item"]) if reason.get("Item") else None
-                    raise write.on_condition_failed(old) from exc
-            raise classify(exc) from exc
+        apply_writes(writes, ddb_client=self.ddb)
 
 
 def status_of(item: Mapping[str, Any] | None) -> tuple[Status | None, int | None]:

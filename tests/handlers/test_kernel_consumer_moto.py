@@ -9,8 +9,8 @@ import pytest
 
 from relay.consumer import RecordContext, consume
 from relay.envelope import Envelope
-from relay.errors import BusinessRejection
-from relay.idempotency import CommitResult, commit_once, marker_id, update
+from relay.errors import BusinessRejection, PermanentError
+from relay.idempotency import CommitResult, apply_writes, commit_once, marker_id, put, update
 from tests.builders import FakeContext, envelope, record_from_received, sns_wrapped, sqs_record
 from tests.handlers.moto_env import Aws
 
@@ -216,3 +216,26 @@ def test_duplicate_of_a_state_transition_is_a_duplicate_not_an_illegal_transitio
     assert (
         commit_once(env, [transition()], table_name=aws.table, ddb_client=aws.ddb) is CommitResult.DUPLICATE
     )
+
+
+def test_apply_writes_commits_all_or_nothing_and_explains_a_failed_condition(aws: Aws) -> None:
+    aws.ddb.put_item(TableName=aws.table, Item={"id": {"S": "order#o-1"}, "status": {"S": "PAID"}})
+    created = put(aws.table, {"id": "order#o-2", "status": "CREATED"}, "attribute_not_exists(id)")
+    cancel = update(
+        aws.table,
+        {"id": "order#o-1"},
+        "SET #s = :to",
+        condition="#s = :from",
+        names={"#s": "status"},
+        values={":from": "CREATED", ":to": "CANCELLED"},
+        on_condition_failed=lambda old: IllegalTransition(f"order o-1 is {old['status'] if old else 'gone'}"),
+    )
+    with pytest.raises(IllegalTransition, match="order o-1 is PAID"):
+        apply_writes([created, cancel], ddb_client=aws.ddb)
+    assert aws.item("order#o-2") is None  # the other write was not applied either
+    apply_writes([created], ddb_client=aws.ddb)
+    assert aws.item("order#o-2")["status"]["S"] == "CREATED"  # type: ignore[index]
+    # A failed condition without an explanation is classified by the kernel (permanent: resending the
+    # same transaction cannot succeed).
+    with pytest.raises(PermanentError, match="ConditionalCheckFailed"):
+        apply_writes([created], ddb_client=aws.ddb)

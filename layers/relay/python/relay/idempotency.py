@@ -40,6 +40,7 @@ from relay.errors import (
     BusinessConditionFailed,
     DependencyUnavailable,
     PayloadConflict,
+    classify,
     classify_cancellation_reason,
 )
 from relay.observability import logger, record_metric
@@ -137,6 +138,22 @@ def commit_once(
             raise  # classified by the consumer (relay.errors.classify)
         return _explain_cancellation(exc, envelope, business, received_hash, table_name, client)
     return CommitResult.APPLIED
+
+
+def apply_writes(writes: Sequence[BusinessWrite], *, ddb_client: Any) -> None:
+    """The business writes in ONE ``TransactWriteItems`` WITHOUT a processed-event marker (an API
+    request, not an event: its own idempotency is elsewhere). A write whose condition failed raises
+    its own explanation (``on_condition_failed(old_item)``); anything else is classified by
+    ``relay.errors.classify``."""
+    try:
+        ddb_client.transact_write_items(TransactItems=[dict(w.transact_item) for w in writes])
+    except Exception as exc:
+        reasons = (getattr(exc, "response", {}) or {}).get("CancellationReasons") or []
+        for write, reason in zip(writes, reasons, strict=False):
+            if reason.get("Code") == "ConditionalCheckFailed" and write.on_condition_failed is not None:
+                old = deserialize_item(reason["Item"]) if reason.get("Item") else None
+                raise write.on_condition_failed(old) from exc
+        raise classify(exc) from exc
 
 
 def _explain_cancellation(
