@@ -8,8 +8,6 @@ in ``orders.intake``. The OpenAPI document generated from this resolver is check
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -31,6 +29,7 @@ from orders.intake import (
 )
 from orders.models import ErrorResponse, FieldError, OrderRequest, OrderView
 from orders.runtime import runtime
+from relay import api
 from relay.errors import TransientError
 from relay.observability import logger as relay_logger
 
@@ -160,13 +159,9 @@ def cancel(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
 
 @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
 def _invalid_request(exc: RequestValidationError) -> Response[Any]:
-    fields = []
-    for err in exc.errors():
-        location = [str(part) for part in err.get("loc", ())]
-        # ("body", "items", 0, "quantity") -> "items.0.quantity"; ("header", ...) stays qualified.
-        if location and location[0] == "body":
-            location = location[1:]
-        fields.append(FieldError(field=".".join(location) or "body", message=str(err.get("msg", "invalid"))))
+    # ("body", "items", 0, "quantity") -> "items.0.quantity"; ("header", ...) stays qualified.
+    pairs = api.field_errors(exc.errors())
+    fields = [FieldError(field=field, message=message) for field, message in pairs]
     return _error(400, "ValidationError", "the request is invalid; nothing was stored", fields)
 
 
@@ -193,32 +188,12 @@ def _unavailable(exc: TransientError) -> Response[Any]:
     )
 
 
-def body_size(event: dict[str, Any]) -> int:
-    body = event.get("body") or ""
-    if event.get("isBase64Encoded"):
-        return len(base64.b64decode(body))
-    return len(body.encode("utf-8"))
-
-
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Checked on the raw body, before anything parses it: a huge body must not cost a JSON parse.
-    if body_size(event) > MAX_BODY_BYTES:
-        return {
-            "statusCode": 413,
-            "headers": {"Content-Type": _JSON},
-            "body": json.dumps(
-                ErrorResponse(
-                    error="PayloadTooLarge",
-                    message=f"the body is larger than {MAX_BODY_BYTES} bytes; nothing was stored",
-                ).to_json_dict()
-            ),
-            "isBase64Encoded": False,
-        }
+    if api.body_size(event) > MAX_BODY_BYTES:
+        return api.payload_too_large(MAX_BODY_BYTES)
     return app.resolve(event, context)
-
-
-_POWERTOOLS_422 = "#/components/schemas/HTTPValidationError"
 
 
 def openapi_document() -> str:
@@ -228,20 +203,7 @@ def openapi_document() -> str:
     answers validation errors with 400 (and uses 422 for an Idempotency-Key reused with another
     body), so those default entries and their schemas are removed.
     """
-    schema = json.loads(app.get_openapi_json_schema(title="Relay orders API", version="1.0.0"))
-    for path in schema.get("paths", {}).values():
-        for operation in path.values():
-            responses = operation.get("responses", {})
-            for code, response in list(responses.items()):
-                if _POWERTOOLS_422 in json.dumps(response):
-                    del responses[code]
-    text = json.dumps(schema)
-    components = schema.get("components", {}).get("schemas", {})
-    if _POWERTOOLS_422 not in text:
-        components.pop("HTTPValidationError", None)
-        if "#/components/schemas/ValidationError" not in json.dumps(schema):
-            components.pop("ValidationError", None)
-    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return api.openapi_document(app, title="Relay orders API")
 
 
 if __name__ == "__main__":

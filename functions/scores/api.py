@@ -10,7 +10,6 @@ Thin: Powertools resolver with request validation (``scores.models``), the domai
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
@@ -21,6 +20,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel
 
+from relay import api
 from relay.errors import TransientError, classify
 from relay.observability import logger as relay_logger
 from scores.hours import HOUR, hour_start, normalise_hour
@@ -152,15 +152,8 @@ def get_scores(
 
 @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
 def _invalid_request(exc: RequestValidationError) -> Response[Any]:
-    fields = []
-    for err in exc.errors():
-        location = [str(part) for part in err.get("loc", ())]
-        if location and location[0] == "body":
-            location = location[1:]
-        elif location and location[0] in ("query", "path"):
-            location = location[1:]
-        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        fields.append(FieldError(field=".".join(location) or "body", message=message))
+    pairs = api.field_errors(exc.errors(), unqualified=("body", "query", "path"), strip_value_error=True)
+    fields = [FieldError(field=field, message=message) for field, message in pairs]
     return _error(400, "ValidationError", "the request is invalid; nothing was enqueued", fields)
 
 
@@ -177,28 +170,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)
 
 
-_POWERTOOLS_422 = "#/components/schemas/HTTPValidationError"
-
-
 def openapi_document() -> str:
     """The OpenAPI document as checked in (stable key order, trailing newline).
 
     Powertools documents its default ``422 HTTPValidationError`` on every validated route; this API
     answers validation errors with 400, so those default entries and their schemas are removed.
     """
-    schema = json.loads(app.get_openapi_json_schema(title="Relay scores API", version="1.0.0"))
-    for path in schema.get("paths", {}).values():
-        for operation in path.values():
-            responses = operation.get("responses", {})
-            for code, response in list(responses.items()):
-                if _POWERTOOLS_422 in json.dumps(response):
-                    del responses[code]
-    components = schema.get("components", {}).get("schemas", {})
-    if _POWERTOOLS_422 not in json.dumps(schema):
-        components.pop("HTTPValidationError", None)
-        if "#/components/schemas/ValidationError" not in json.dumps(schema):
-            components.pop("ValidationError", None)
-    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+    return api.openapi_document(app, title="Relay scores API")
 
 
 if __name__ == "__main__":
