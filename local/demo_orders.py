@@ -41,10 +41,8 @@ class OrdersScenario:
     def __init__(self, sandbox: Sandbox, *, orders: int = 12, out: Any = sys.stdout) -> None:
         self.sb = sandbox
         self.out = out
-        tables = sandbox.topology.tables
-        self.orders_table = next((t for t in tables if t.endswith("-orders-orders")), "")
-        self.inventory_table = next((t for t in tables if t.endswith("-orders-inventory")), "")
-        self.enabled = bool(self.orders_table and self.inventory_table)
+        self.read = OrdersReader(sandbox)
+        self.enabled = self.read.enabled
         self.count = orders
         self.levels: dict[str, int] = {}
         self.baskets: dict[str, list[tuple[str, int]]] = {}  # orderId -> lines
@@ -86,7 +84,7 @@ class OrdersScenario:
             return
         self.started = time.monotonic()
         self.levels = load_levels(DEFAULT_FILE)
-        seed_stock(self.levels, table=self.inventory_table, ddb_client=client("dynamodb", self.sb.endpoint))
+        seed_stock(self.levels, table=self.read.inventory_table, ddb_client=self.read.ddb)
         print(
             f"orders: stock seeded for {len(self.levels)} SKUs from {DEFAULT_FILE.relative_to(PROJECT_ROOT)} "
             "(python -m ops.seed_stock)",
@@ -150,12 +148,12 @@ class OrdersScenario:
         )
         order_ids = list(self.baskets)
         views = self._wait(order_ids, lambda v: v.get("status") in ("PAID", "CANCELLED", "REJECTED"), 90)
-        self._wait_idle(30)
-        events = self._events(order_ids)
+        self.read.wait_idle(30)
+        events = self.read.events(order_ids)
         notified = self.sb.webhook.deliveries_by_key()
-        archived = Counter(self._archived())
+        archived = Counter(self.read.archived_event_ids())
         states = Counter(v.get("status", "?") for v in views.values())
-        stock = {sku: self._stock(sku) for sku in sorted(self.levels)}
+        stock = {sku: self.read.stock(sku) for sku in sorted(self.levels)}
         holding: Counter[str] = Counter()
         for order_id, lines in self.baskets.items():
             if views[order_id].get("status") in ("RESERVED", "PAID"):
@@ -182,7 +180,7 @@ class OrdersScenario:
                 ", ".join(f"{n}× {c}" for n, c in sorted(Counter(archived[e] for e in events).items())),
             )
         )
-        parked = self._parked()
+        parked = self.read.queued(dlqs=True)
         rows.append(("orders messages parked", str(parked)))
         rows.append(("orders section took", f"{time.monotonic() - self.started:.1f} s"))
         if self.http_errors:
@@ -221,49 +219,70 @@ class OrdersScenario:
             return f"took {lines}"
         if status == "CANCELLED":
             return (
-                f"took then released {lines}" if self._reservation(order_id) == "RELEASED" else "took nothing"
+                f"took then released {lines}"
+                if self.read.reservation_status(order_id) == "RELEASED"
+                else "took nothing"
             )
         if status == "REJECTED":
             reason = (views[order_id].get("rejection") or {}).get("reason", "")
             return f"took nothing ({reason})"
         return "?"
 
-    # -- reads -----------------------------------------------------------------------------------
 
-    def _wait_idle(self, timeout: float) -> None:
-        sqs = client("sqs", self.sb.endpoint)
+class OrdersReader:
+    """What the orders service holds in a running sandbox, read through the emulator's APIs (the
+    demo's table and the e2e tests' assertions)."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sb = sandbox
+        tables = sandbox.topology.tables
+        self.orders_table = next((t for t in tables if t.endswith("-orders-orders")), "")
+        self.inventory_table = next((t for t in tables if t.endswith("-orders-inventory")), "")
+        self.enabled = bool(self.orders_table and self.inventory_table)
+        self.ddb = client("dynamodb", sandbox.endpoint)
+        self.sqs = client("sqs", sandbox.endpoint)
+
+    def queued(self, *, dlqs: bool) -> int:
+        """Messages (visible and in flight) in the orders queues, or in their DLQs."""
+        total = 0
+        for name, url in self.sb.topology.queues.items():
+            if "-orders-" in name and (name in self.sb.topology.dlqs) == dlqs:
+                attrs = self.sqs.get_queue_attributes(
+                    QueueUrl=url,
+                    AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+                )["Attributes"]
+                total += sum(int(v) for v in attrs.values())
+        return total
+
+    def wait_idle(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            busy = 0
-            for name, url in self.sb.topology.queues.items():
-                if "-orders-" in name and name not in self.sb.topology.dlqs:
-                    attrs = sqs.get_queue_attributes(
-                        QueueUrl=url,
-                        AttributeNames=[
-                            "ApproximateNumberOfMessages",
-                            "ApproximateNumberOfMessagesNotVisible",
-                        ],
-                    )["Attributes"]
-                    busy += sum(int(v) for v in attrs.values())
-            if not busy and self.sb.in_flight() == 0:
-                return
+            if not self.queued(dlqs=False) and self.sb.in_flight() == 0:
+                return True
             time.sleep(0.5)
+        return False
 
-    def _events(self, order_ids: list[str]) -> dict[str, str]:
-        ddb = client("dynamodb", self.sb.endpoint)
+    def rows(self, order_id: str, prefix: str) -> list[dict[str, Any]]:
+        """The order's items whose sort key starts with ``prefix`` (``OUTBOX#``, ``PAYMENT#``...)."""
+        items: list[dict[str, Any]] = self.ddb.query(
+            TableName=self.orders_table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": f"ORDER#{order_id}"}, ":prefix": {"S": prefix}},
+            ConsistentRead=True,
+        )["Items"]
+        return items
+
+    def events(self, order_ids: list[str]) -> dict[str, str]:
+        """eventId -> eventType of every event the orders wrote to their outbox."""
         events: dict[str, str] = {}
         for order_id in order_ids:
-            rows = ddb.query(
-                TableName=self.orders_table,
-                KeyConditionExpression="pk = :pk AND begins_with(sk, :outbox)",
-                ExpressionAttributeValues={":pk": {"S": f"ORDER#{order_id}"}, ":outbox": {"S": "OUTBOX#"}},
-            )["Items"]
-            for row in rows:
+            for row in self.rows(order_id, "OUTBOX#"):
                 _, event_type, event_id = row["sk"]["S"].split("#", 2)
                 events[event_id] = event_type
         return events
 
-    def _archived(self) -> list[str]:
+    def archived_event_ids(self) -> list[str]:
+        """The eventId of every object in the analytics bucket (one per archived event)."""
         bucket = next(
             (
                 f.environment["ANALYTICS_BUCKET"]
@@ -280,38 +299,19 @@ class OrdersScenario:
             ids += [o["Key"].rsplit("/", 1)[1].removesuffix(".json") for o in page.get("Contents", [])]
         return ids
 
-    def _stock(self, sku: str) -> tuple[int, int]:
-        item = (
-            client("dynamodb", self.sb.endpoint)
-            .get_item(
-                TableName=self.inventory_table,
-                Key={"pk": {"S": f"SKU#{sku}"}, "sk": {"S": "STOCK"}},
-                ConsistentRead=True,
-            )
-            .get("Item", {})
-        )
+    def stock(self, sku: str) -> tuple[int, int]:
+        """(available, reserved) of a SKU; (0, 0) when it has no stock item."""
+        item = self.ddb.get_item(
+            TableName=self.inventory_table,
+            Key={"pk": {"S": f"SKU#{sku}"}, "sk": {"S": "STOCK"}},
+            ConsistentRead=True,
+        ).get("Item", {})
         return int(item.get("available", {}).get("N", "0")), int(item.get("reserved", {}).get("N", "0"))
 
-    def _reservation(self, order_id: str) -> str | None:
-        item = (
-            client("dynamodb", self.sb.endpoint)
-            .get_item(
-                TableName=self.inventory_table,
-                Key={"pk": {"S": f"ORDER#{order_id}"}, "sk": {"S": "RESERVATION"}},
-                ConsistentRead=True,
-            )
-            .get("Item")
-        )
+    def reservation_status(self, order_id: str) -> str | None:
+        item = self.ddb.get_item(
+            TableName=self.inventory_table,
+            Key={"pk": {"S": f"ORDER#{order_id}"}, "sk": {"S": "RESERVATION"}},
+            ConsistentRead=True,
+        ).get("Item")
         return item["status"]["S"] if item else None
-
-    def _parked(self) -> int:
-        sqs = client("sqs", self.sb.endpoint)
-        total = 0
-        for name in self.sb.topology.dlqs:
-            if "-orders-" in name:
-                attrs = sqs.get_queue_attributes(
-                    QueueUrl=self.sb.topology.queues[name],
-                    AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-                )["Attributes"]
-                total += sum(int(v) for v in attrs.values())
-        return total

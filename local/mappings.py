@@ -52,6 +52,15 @@ class DuplicateDelivery:
         patterns = self.patterns  # one read: set() may swap it from another thread
         return "*" in patterns or any(p in function for p in patterns)
 
+    def invoke(
+        self, runtime: Runtime, function: str, records: list[dict[str, Any]], stats: MappingStats
+    ) -> InvokeResult:
+        """Invoke ``function`` with the batch -- twice when the switch applies; the last outcome counts."""
+        if self.applies(function):
+            runtime.invoke(function, {"Records": records})
+            stats.add(duplicated_records=len(records))
+        return runtime.invoke(function, {"Records": records})
+
 
 def _queue_url(endpoint: str, arn: str) -> str:
     _, _, _, _, account, name = arn.split(":")
@@ -224,10 +233,7 @@ class SqsMapping:
         records = [sqs_record(m, self.spec.source_arn) for m in messages]
         self.stats.add(batches=1, records=len(records), in_flight=len(records))
         try:
-            if self.duplicates.applies(self.spec.function):
-                self.runtime.invoke(self.spec.function, {"Records": records})
-                self.stats.add(duplicated_records=len(records))
-            result = self.runtime.invoke(self.spec.function, {"Records": records})
+            result = self.duplicates.invoke(self.runtime, self.spec.function, records, self.stats)
         finally:
             self.stats.add(in_flight=-len(records))
         ids = [r["messageId"] for r in records]
@@ -402,10 +408,7 @@ class StreamMapping:
                 continue
             self.stats.add(batches=1, records=len(batch), in_flight=len(batch))
             try:
-                if self.duplicates.applies(self.spec.function):
-                    self.runtime.invoke(self.spec.function, {"Records": batch})
-                    self.stats.add(duplicated_records=len(batch))
-                result = self.runtime.invoke(self.spec.function, {"Records": batch})
+                result = self.duplicates.invoke(self.runtime, self.spec.function, batch, self.stats)
             finally:
                 self.stats.add(in_flight=-len(batch))
             sequence = [r["dynamodb"]["SequenceNumber"] for r in batch]
