@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import functools
 
-from orders.notification import NotificationDeps, WebhookClient
+from orders.notification import WHAT, NotificationDeps
 from orders.settings import Settings, get_settings
 from orders.store import InventoryStore, OrderStore
 from relay.clients import AwsClients
 from relay.consumer import ConsumerSettings
+from relay.http import WebhookClient
 
 
 class Runtime(AwsClients):
@@ -37,7 +38,9 @@ class Runtime(AwsClients):
     def notification(self) -> NotificationDeps:
         s = self.settings
         return NotificationDeps(
-            webhook=WebhookClient(s.require("notify_webhook_url"), timeout_seconds=s.http_timeout_seconds),
+            webhook=WebhookClient(
+                s.require("notify_webhook_url"), timeout_seconds=s.http_timeout_seconds, what=WHAT
+            ),
             idempotency_table=s.require("idempotency_table"),
             ddb_client=self.ddb,
         )

@@ -11,13 +11,11 @@ parked with the reason, never sent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from relay.envelope import Envelope
-from relay.errors import BusinessRejection, classify_http_status
-from relay.http import post_json
+from relay.http import WebhookClient
 from relay.observability import logger, record_metric
 from relay.side_effects import run_once
 from reports.events import parse_report_generated
@@ -28,32 +26,6 @@ SIDE_EFFECT = "report-ready"
 
 def notification_key(report_id: str) -> str:
     return f"{report_id}:report-ready"
-
-
-class WebhookClient:
-    def __init__(self, url: str, *, timeout_seconds: float) -> None:
-        self.url = url
-        self.timeout_seconds = timeout_seconds
-
-    def send(self, body: Mapping[str, Any], *, idempotency_key: str) -> dict[str, Any]:
-        response = post_json(
-            self.url,
-            body,
-            headers={"Idempotency-Key": idempotency_key},
-            timeout=self.timeout_seconds,
-            what=WHAT,
-        )
-        if 300 <= response.status < 400:
-            raise BusinessRejection(
-                f"{WHAT} answered a redirect (HTTP {response.status}); not followed. Parked: configure "
-                "NOTIFY_WEBHOOK_URL with the final URL, then redrive."
-            )
-        error = classify_http_status(
-            response.status, response.text, retry_after=response.retry_after, what=WHAT
-        )
-        if error is not None:
-            raise error
-        return {"status": response.status}
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ import functools
 
 from relay.clients import AwsClients
 from relay.consumer import ConsumerSettings
-from reports.notification import NotificationDeps, WebhookClient
+from relay.http import WebhookClient
+from reports.notification import WHAT, NotificationDeps
 from reports.settings import Settings, get_settings
 from reports.store import VerificationStore
 from reports.verification import ReportApiClient, VerificationDeps
@@ -41,7 +42,9 @@ class Runtime(AwsClients):
     def notification(self) -> NotificationDeps:
         s = self.settings
         return NotificationDeps(
-            webhook=WebhookClient(s.require("notify_webhook_url"), timeout_seconds=s.http_timeout_seconds),
+            webhook=WebhookClient(
+                s.require("notify_webhook_url"), timeout_seconds=s.http_timeout_seconds, what=WHAT
+            ),
             idempotency_table=s.require("idempotency_table"),
             ddb_client=self.ddb,
             report_api_url=s.report_api_url,

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from relay.errors import DependencyUnavailable, TransientError
-from relay.http import post_json
+from relay.errors import BusinessRejection, DependencyUnavailable, TransientError
+from relay.http import WebhookClient, post_json
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -75,3 +75,16 @@ def test_a_timeout_is_transient(base_url: str) -> None:
 def test_a_refused_connection_is_transient() -> None:
     with pytest.raises(TransientError, match="unreachable"):
         post_json("http://127.0.0.1:9/x", {}, headers={}, timeout=2, what="nobody")
+
+
+def test_webhook_client_sends_the_key_and_raises_the_kernel_error_for_anything_but_2xx(base_url: str) -> None:
+    hook = WebhookClient(f"{base_url}/ok", timeout_seconds=5, what="test webhook")
+    assert hook.send({"a": 1}, idempotency_key="evt-1") == {"status": 200}
+    with pytest.raises(BusinessRejection, match="test webhook answered a redirect"):
+        WebhookClient(f"{base_url}/redirect", timeout_seconds=5, what="test webhook").send(
+            {}, idempotency_key="evt-2"
+        )
+    with pytest.raises(TransientError):
+        WebhookClient(f"{base_url}/busy", timeout_seconds=5, what="test webhook").send(
+            {}, idempotency_key="evt-3"
+        )

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from relay.errors import DependencyUnavailable
+from relay.errors import BusinessRejection, DependencyUnavailable, classify_http_status
 
 # Enough for any JSON answer we act on; a larger body is cut (and then fails JSON parsing visibly).
 RESPONSE_BODY_LIMIT = 1024 * 1024
@@ -85,6 +85,36 @@ def post_json(
         except urllib.error.HTTPError as exc:
             with exc:
                 return _read(exc.code, exc.headers, exc.read(RESPONSE_BODY_LIMIT))
+
+
+class WebhookClient:
+    """``POST`` a JSON notification to a configured webhook with ``Idempotency-Key``; any answer but
+    a 2xx raises the kernel's error for it (a 3xx is never followed: parked, the URL needs fixing)."""
+
+    def __init__(self, url: str, *, timeout_seconds: float, what: str) -> None:
+        self.url = url
+        self.timeout_seconds = timeout_seconds
+        self.what = what
+
+    def send(self, body: Mapping[str, Any], *, idempotency_key: str) -> dict[str, Any]:
+        response = post_json(
+            self.url,
+            body,
+            headers={"Idempotency-Key": idempotency_key},
+            timeout=self.timeout_seconds,
+            what=self.what,
+        )
+        if 300 <= response.status < 400:
+            raise BusinessRejection(
+                f"{self.what} answered a redirect (HTTP {response.status}); not followed. Parked: configure "
+                "NOTIFY_WEBHOOK_URL with the final URL, then redrive."
+            )
+        error = classify_http_status(
+            response.status, response.text, retry_after=response.retry_after, what=self.what
+        )
+        if error is not None:
+            raise error
+        return {"status": response.status}
 
 
 def retry_after(headers: Any) -> float | None:
