@@ -19,10 +19,35 @@ and the in-process pipeline test, so both run the same code.
 5. For every message it delivers to an SQS subscription without raw delivery, moto's SNS builds and
    signs a brand-new X.509 certificate, and keeps its PEM forever. Real SNS signs with a stable
    certificate: the patch builds one per subscription and reuses it; each message is still signed.
+6. moto 5.2 writes every response through a model-driven serializer that walks the botocore output
+   shape value by value: for DynamoDB that was most of the emulator's CPU (a GetItem 8 ms of 10, a
+   200-record GetRecords 650 ms). DynamoDB's data-plane results are already the wire JSON (moto builds
+   them as AttributeValue dicts), so for those operations the result is dumped as JSON directly, with
+   the serializer's own rules for the two non-JSON types (bytes -> base64, datetimes -> epoch seconds
+   truncated to milliseconds), and only the output shape's top-level members. Errors keep the
+   serializer. `tests/sandbox/test_moto_patches.py` runs a workload with both serializers and requires
+   identical responses.
+7. moto's SQS gets slower with every queued message: each message a ReceiveMessage returns is checked
+   against the retention period by computing ALL the queue's attributes -- three passes over every
+   message in the queue, each message's visibility taking two datetime conversions -- and
+   GetQueueAttributes computes them all once per requested name. With a few hundred messages queued
+   one ReceiveMessage took half a second: a backlog fed on itself. The patch reads the retention period
+   directly, computes the attributes once per call, and tells visibility from `time.time()` (what
+   moto's `unix_time_millis` computes through datetimes).
+8. werkzeug's development server, which moto's server runs on, answers every request with
+   `Connection: close` (http.server cannot drain an unread request body before the next request
+   line). Every AWS call then cost a new TCP connection on both sides and a new server thread: the
+   sandbox's clients opened ~70 connections a second. The server's request handler reads each
+   request's body up front (it is bounded by Content-Length), so the next request line is always
+   where the stream stands, and keeps HTTP/1.1 connections open; a chunked upload, or a client that
+   asks for it, still closes. An idle connection is closed after two minutes. (After each response
+   werkzeug also reads whatever the client sent next, to discard an unread body; on a kept-alive
+   connection that would swallow the next request, so it is skipped there.)
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -227,6 +252,194 @@ def stable_sns_signing_cert() -> None:
     Subscription.get_post_data = get_post_data  # type: ignore[method-assign]
 
 
+# The operations whose results are wire-format JSON already (see 6.); control-plane operations such as
+# DescribeTable return model objects and keep the serializer.
+FAST_JSON_OPERATIONS = frozenset(
+    [
+        ("dynamodb", op)
+        for op in (
+            "GetItem",
+            "PutItem",
+            "UpdateItem",
+            "DeleteItem",
+            "Query",
+            "Scan",
+            "BatchGetItem",
+            "BatchWriteItem",
+            "TransactGetItems",
+            "TransactWriteItems",
+        )
+    ]
+    + [("dynamodbstreams", "GetRecords"), ("dynamodbstreams", "GetShardIterator")]
+)
+# Set by the equivalence test: every fast response is also serialized the slow way and compared.
+VERIFY_FAST_JSON: list[tuple[str, str, Any, Any]] | None = None
+
+
+def _json_default(value: Any) -> Any:
+    import base64
+    import calendar
+    from datetime import datetime
+
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime):
+        seconds = calendar.timegm(value.timetuple())
+        return seconds + (value.microsecond // 1000) / 1000.0 if value.microsecond else seconds
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def fast_json_results() -> Callable[[], None]:
+    """Install patch 6; returns a function that removes it."""
+    import json
+
+    from moto.core.responses import ActionResult
+
+    original = ActionResult.execute_result
+
+    def execute_result(self: Any, context: Any) -> Any:
+        key = (context.service_model.service_name, context.operation_model.name)
+        result = self.result
+        if (
+            key not in FAST_JSON_OPERATIONS
+            or isinstance(result, BaseException)
+            or not isinstance(result, dict)
+        ):
+            return original(self, context)
+        # Like the serializer, answer only the output shape's members (moto adds a few legacy keys).
+        members = context.operation_model.output_shape.members
+        wire = {k: v for k, v in result.items() if k in members and v is not None}
+        body = json.dumps(wire, default=_json_default, separators=(",", ":"))
+        headers = {"Content-Type": f"application/x-amz-json-{context.service_model.metadata['jsonVersion']}"}
+        if VERIFY_FAST_JSON is not None:
+            VERIFY_FAST_JSON.append((*key, (200, dict(headers), json.loads(body)), original(self, context)))
+        return 200, headers, body
+
+    ActionResult.execute_result = execute_result  # type: ignore[method-assign]
+
+    def remove() -> None:
+        ActionResult.execute_result = original  # type: ignore[method-assign]
+
+    return remove
+
+
+def fast_sqs() -> Callable[[], None]:
+    """Install patch 7; returns a function that removes it."""
+    import time
+
+    from moto.sqs.exceptions import InvalidAttributeName
+    from moto.sqs.models import Message, SQSBackend
+
+    def visible(self: Any) -> bool:
+        return bool(time.time() * 1000.0 > self.visible_at)
+
+    def delayed(self: Any) -> bool:
+        return bool(time.time() * 1000.0 < self.delayed_until)
+
+    def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
+        retention = int(self.get_queue(queue_name).message_retention_period)
+        return bool(retention + message.sent_timestamp / 1000 > time.time())
+
+    def get_queue_attributes(self: Any, queue_name: str, attribute_names: list[str]) -> dict[str, Any]:
+        queue = self.get_queue(queue_name)
+        if not attribute_names:
+            return {}
+        valid = ["All", *queue.BASE_ATTRIBUTES, *queue.FIFO_ATTRIBUTES, *queue.KMS_ATTRIBUTES]
+        invalid = next((name for name in attribute_names if name not in valid), None)
+        if invalid or invalid == "":
+            raise InvalidAttributeName(invalid)
+        attributes: dict[str, Any] = queue.attributes  # computed once
+        if "All" in attribute_names:
+            return attributes
+        return {n: attributes[n] for n in attribute_names if attributes.get(n) is not None}
+
+    saved = (
+        Message.visible,
+        Message.delayed,
+        SQSBackend.is_message_valid_based_on_retention_period,
+        SQSBackend.get_queue_attributes,
+    )
+
+    def remove() -> None:
+        (
+            Message.visible,  # type: ignore[method-assign]
+            Message.delayed,  # type: ignore[method-assign]
+            SQSBackend.is_message_valid_based_on_retention_period,  # type: ignore[method-assign]
+            SQSBackend.get_queue_attributes,  # type: ignore[method-assign]
+        ) = saved
+
+    Message.visible = property(visible)  # type: ignore[method-assign,assignment]
+    Message.delayed = property(delayed)  # type: ignore[method-assign,assignment]
+    SQSBackend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period  # type: ignore[method-assign]
+    SQSBackend.get_queue_attributes = get_queue_attributes  # type: ignore[method-assign]
+    return remove
+
+
+_KEEP_ALIVE = threading.local()
+
+
+class _SelectorsWithoutDrain:
+    """``werkzeug.serving``'s ``selectors`` (used only for the post-response drain): on a kept-alive
+    connection the drain's selector reports nothing to read."""
+
+    def __getattr__(self, name: str) -> Any:
+        import selectors
+
+        return getattr(selectors, name)
+
+    @staticmethod
+    def DefaultSelector() -> Any:
+        import selectors
+
+        selector = selectors.DefaultSelector()
+        if getattr(_KEEP_ALIVE, "on", False):
+            selector.select = lambda timeout=None: []  # type: ignore[method-assign]
+        return selector
+
+
+def keep_alive_request_handler() -> type:
+    """Patch 8: moto's request handler, keeping HTTP/1.1 connections open."""
+    import io
+
+    import werkzeug.serving
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+
+    werkzeug.serving.selectors = _SelectorsWithoutDrain()  # type: ignore[attr-defined,assignment]
+
+    class KeepAliveRequestHandler(MotoRequestHandler):
+        timeout = 120  # seconds an idle connection may hold its server thread
+        _keep_alive = False
+
+        def setup(self) -> None:
+            super().setup()
+            # Headers and body go out in two writes: with Nagle's algorithm the second waits for
+            # the client's delayed ACK of the first (40 ms) on a kept-alive connection.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def handle_one_request(self) -> None:
+            self._keep_alive = _KEEP_ALIVE.on = False
+            super().handle_one_request()
+
+        def make_environ(self) -> dict[str, Any]:
+            environ = super().make_environ()
+            if environ.get("wsgi.input_terminated"):  # chunked request body: close afterwards
+                return environ
+            try:
+                size = int(environ.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                return environ
+            environ["wsgi.input"] = io.BytesIO(self.rfile.read(size) if size > 0 else b"")
+            self._keep_alive = _KEEP_ALIVE.on = not self.close_connection  # HTTP/1.1, not asked to close
+            return environ
+
+        def send_header(self, keyword: str, value: str) -> None:
+            if self._keep_alive and keyword.lower() == "connection" and value.lower() == "close":
+                return
+            super().send_header(keyword, value)
+
+    return KeepAliveRequestHandler
+
+
 def install_for_server() -> None:
     """All patches, for the lifetime of a moto server process. (Not through the context manager: a
     generator-based one that is garbage-collected runs its `finally` and would undo the patch.)"""
@@ -234,3 +447,8 @@ def install_for_server() -> None:
     _install_dynamodb()
     fast_routing()
     stable_sns_signing_cert()
+    fast_json_results()
+    fast_sqs()
+    import moto.server
+
+    moto.server.MotoRequestHandler = keep_alive_request_handler()  # type: ignore[attr-defined,assignment]

@@ -1,0 +1,244 @@
+"""The emulator's fast JSON path (``local.moto_patches`` patch 6) answers exactly what moto's own
+model-driven serializer answers: a DynamoDB workload covering every attribute type, return values,
+consumed capacity, pagination, batches, transactions and stream records runs with both, response by
+response."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from local import moto_patches
+
+
+@pytest.fixture
+def verified() -> Iterator[list[tuple[str, str, Any, Any]]]:
+    os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
+    remove = moto_patches.fast_json_results()
+    moto_patches.VERIFY_FAST_JSON = []
+    try:
+        yield moto_patches.VERIFY_FAST_JSON
+    finally:
+        moto_patches.VERIFY_FAST_JSON = None
+        remove()
+
+
+ITEM: dict[str, Any] = {
+    "pk": {"S": "OP#1"},
+    "sk": {"S": "OPERATION"},
+    "gsi": {"S": "payer#1"},
+    "amount": {"N": "10.50"},
+    "count": {"N": "3"},
+    "blob": {"B": b"\x00\x01binary\xff"},
+    "tags": {"SS": ["a", "b"]},
+    "scores": {"NS": ["1", "2.5"]},
+    "blobs": {"BS": [b"x", b"\x00y"]},
+    "flag": {"BOOL": False},
+    "nothing": {"NULL": True},
+    "details": {"M": {"nested": {"L": [{"S": "x"}, {"N": "1"}, {"M": {"deep": {"B": b"z"}}}]}}},
+    "steps": {"L": [{"M": {"status": {"S": "PENDING"}, "at": {"S": "2026-12-01T00:00:00.000Z"}}}]},
+}
+
+
+def test_the_fast_json_path_answers_what_motos_serializer_answers(
+    verified: list[tuple[str, str, Any, Any]],
+) -> None:
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+        keys = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
+        ddb.create_table(
+            TableName="t",
+            KeySchema=keys,
+            AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk", "gsi")],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "by-gsi",
+                    "KeySchema": [{"AttributeName": "gsi", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        arn = ddb.describe_table(TableName="t")["Table"]["LatestStreamArn"]
+        shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")[
+            "ShardIterator"
+        ]
+
+        key = {"pk": ITEM["pk"], "sk": ITEM["sk"]}
+        ddb.put_item(TableName="t", Item=ITEM, ReturnConsumedCapacity="TOTAL")
+        ddb.put_item(TableName="t", Item=ITEM, ReturnValues="ALL_OLD", ReturnConsumedCapacity="INDEXES")
+        for i in range(12):
+            ddb.put_item(TableName="t", Item={**ITEM, "pk": {"S": f"OP#{i + 2}"}})
+        ddb.get_item(TableName="t", Key=key)
+        ddb.get_item(TableName="t", Key={"pk": {"S": "missing"}, "sk": {"S": "x"}})
+        ddb.get_item(
+            TableName="t",
+            Key=key,
+            ProjectionExpression="#s, details.nested[2], #b",
+            ExpressionAttributeNames={"#s": "steps", "#b": "blob"},
+            ReturnConsumedCapacity="TOTAL",
+        )
+        for values in ("ALL_NEW", "UPDATED_OLD", "UPDATED_NEW", "ALL_OLD", "NONE"):
+            ddb.update_item(
+                TableName="t",
+                Key=key,
+                UpdateExpression="SET #c = #c + :one, steps = list_append(steps, :step)",
+                ExpressionAttributeNames={"#c": "count"},
+                ExpressionAttributeValues={":one": {"N": "1"}, ":step": {"L": [{"M": {"s": {"S": "x"}}}]}},
+                ReturnValues=values,
+            )
+        ddb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "OP#1"}},
+            ReturnConsumedCapacity="TOTAL",
+        )
+        ddb.query(
+            TableName="t",
+            IndexName="by-gsi",
+            KeyConditionExpression="gsi = :g",
+            ExpressionAttributeValues={":g": {"S": "payer#1"}},
+            Limit=5,
+        )
+        ddb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "OP#1"}},
+            Select="COUNT",
+        )
+        for page in ddb.get_paginator("scan").paginate(
+            TableName="t",
+            ProjectionExpression="pk, sk, #s",
+            ExpressionAttributeNames={"#s": "steps"},
+            PaginationConfig={"PageSize": 5},
+        ):
+            assert "Items" in page
+        ddb.scan(TableName="t", FilterExpression="amount > :a", ExpressionAttributeValues={":a": {"N": "5"}})
+        ddb.batch_get_item(
+            RequestItems={"t": {"Keys": [key, {"pk": {"S": "OP#3"}, "sk": {"S": "OPERATION"}}]}},
+            ReturnConsumedCapacity="TOTAL",
+        )
+        ddb.batch_write_item(
+            RequestItems={
+                "t": [
+                    {"PutRequest": {"Item": {**ITEM, "pk": {"S": "OP#batch"}}}},
+                    {"DeleteRequest": {"Key": {"pk": {"S": "OP#3"}, "sk": {"S": "OPERATION"}}}},
+                ]
+            }
+        )
+        ddb.transact_get_items(TransactItems=[{"Get": {"TableName": "t", "Key": key}}])
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": "t", "Item": {**ITEM, "pk": {"S": "OP#tx"}}}},
+                {"Update": {"TableName": "t", "Key": key, "UpdateExpression": "REMOVE nothing"}},
+            ],
+            ReturnConsumedCapacity="TOTAL",
+        )
+        ddb.delete_item(TableName="t", Key=key, ReturnValues="ALL_OLD")
+        records: list[dict[str, Any]] = []
+        while True:
+            page = streams.get_records(ShardIterator=iterator, Limit=7)
+            records += page["Records"]
+            if not page["Records"]:
+                break
+            iterator = page["NextShardIterator"]
+
+    # boto3 parsed the fast responses into what it parses for DynamoDB (a sanity check of the path).
+    assert {r["eventName"] for r in records} == {"INSERT", "MODIFY", "REMOVE"}
+    assert records[0]["dynamodb"]["NewImage"]["blob"]["B"] == b"\x00\x01binary\xff"
+    assert isinstance(records[0]["dynamodb"]["ApproximateCreationDateTime"].year, int)
+    assert Decimal(records[-1]["dynamodb"]["OldImage"]["amount"]["N"]) == Decimal("10.50")
+
+    import json
+
+    operations = {(service, op) for service, op, _, _ in verified}
+    assert operations == moto_patches.FAST_JSON_OPERATIONS
+    for service, op, fast, slow in verified:
+        status, headers, body = slow
+        assert fast == (status, headers, json.loads(body)), (service, op, fast, slow)
+
+
+def test_sqs_patch_keeps_visibility_delay_retention_and_the_queue_attributes() -> None:
+    """Patch 7 reads time and the retention period directly; moto's own answers are the reference."""
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.sqs.models import sqs_backends
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="q", Attributes={"MessageRetentionPeriod": "60"})["QueueUrl"]
+        for i in range(6):
+            sqs.send_message(QueueUrl=url, MessageBody=f"m{i}")
+        sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=30)
+        in_flight = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=30)
+        queue = sqs_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].queues["q"]
+        expired = next(m for m in queue._messages if m.body == "m5")
+        expired.sent_timestamp -= 120_000  # sent two minutes ago: past the 60 s retention
+        names = [["All"], ["ApproximateNumberOfMessages", "QueueArn"], ["ApproximateNumberOfMessagesDelayed"]]
+        unpatched = [sqs.get_queue_attributes(QueueUrl=url, AttributeNames=n)["Attributes"] for n in names]
+        remove = moto_patches.fast_sqs()
+        try:
+            patched = [sqs.get_queue_attributes(QueueUrl=url, AttributeNames=n)["Attributes"] for n in names]
+            received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)
+        finally:
+            remove()
+    assert patched == unpatched
+    assert unpatched[1]["ApproximateNumberOfMessages"] == "4"  # 6 sent, 2 in flight; the delayed one apart
+    assert unpatched[2] == {"ApproximateNumberOfMessagesDelayed": "1"}
+    bodies = sorted(m["Body"] for m in received["Messages"])
+    taken = {m["Body"] for m in in_flight["Messages"]}
+    # Not the in-flight ones, not the delayed one, not the one past its retention period.
+    assert bodies == sorted({"m0", "m1", "m2", "m3", "m4"} - taken)
+
+
+def test_the_emulator_keeps_connections_open_and_request_bodies_never_leak_into_the_next_request() -> None:
+    """Patch 8, on the real emulator process: several requests (with bodies read or not by moto)
+    on one HTTP/1.1 connection, and `Connection: close` still honoured."""
+    import http.client
+
+    from local.emulator import Emulator, free_port
+
+    emulator = Emulator(free_port())
+    emulator.start()
+    try:
+        auth = (
+            "AWS4-HMAC-SHA256 Credential=testing/20261201/us-east-1/{}/aws4_request, "
+            "SignedHeaders=host, Signature=0"
+        )
+        conn = http.client.HTTPConnection("127.0.0.1", emulator.port, timeout=10)
+
+        def call(method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, bool]:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.read(), response.will_close
+
+        ddb = {
+            "X-Amz-Target": "DynamoDB_20120810.ListTables",
+            "Content-Type": "application/x-amz-json-1.0",
+            "Authorization": auth.format("dynamodb"),
+        }
+        s3 = {"Authorization": auth.format("s3"), "Host": f"127.0.0.1:{emulator.port}"}
+        status, body, closes = call("POST", "/", b"{}", ddb)
+        assert (status, closes) == (200, False) and b"TableNames" in body
+        sock = conn.sock
+        # A body moto answers without reading (no such bucket), then a normal request: the unread
+        # body must not be taken for the next request line.
+        status, _, closes = call("PUT", "/no-such-bucket/key", b"x" * 70_000, s3)
+        assert (status, closes) == (404, False)
+        for _ in range(3):
+            status, body, closes = call("POST", "/", b"{}", ddb)
+            assert (status, closes) == (200, False) and b"TableNames" in body
+        assert conn.sock is sock  # one connection throughout
+        status, _, closes = call("POST", "/", b"{}", {**ddb, "Connection": "close"})
+        assert (status, closes) == (200, True)
+        conn.close()
+    finally:
+        emulator.stop()
