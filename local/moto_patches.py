@@ -15,7 +15,8 @@ and the in-process pipeline test, so both run the same code.
    server's CPU): for every request moto's dispatcher lists its package directory and tries a few
    hundred URL regexes, under one lock, to find the service; and werkzeug writes an access-log line.
    The host -> service answer is cached (the mapping never changes in a run) and access logs are off
-   (warnings and errors still reach the log).
+   (warnings and errors still reach the log). Likewise the list of a response class's methods, which
+   moto rebuilt with `inspect.getmembers` on every request to look the action up.
 5. For every message it delivers to an SQS subscription without raw delivery, moto's SNS builds and
    signs a brand-new X.509 certificate, and keeps its PEM forever. Real SNS signs with a stable
    certificate: the patch builds one per subscription and reuses it; each message is still signed.
@@ -43,6 +44,10 @@ and the in-process pipeline test, so both run the same code.
    asks for it, still closes. An idle connection is closed after two minutes. (After each response
    werkzeug also reads whatever the client sent next, to discard an unread body; on a kept-alive
    connection that would swallow the next request, so it is skipped there.)
+9. Every lookup of a service backend by account (several per request: the service's own, IAM's
+   "access key last used") takes moto's one global backend lock and compares the backend against
+   every registered one (~150); under load the server's threads queued on that lock. A backend that
+   exists and is registered is returned without the lock; the first lookup still takes moto's path.
 """
 
 from __future__ import annotations
@@ -176,6 +181,16 @@ def fast_routing() -> None:
         return cache[host]
 
     DomainDispatcherApplication.get_backend_for_host = get_backend_for_host  # type: ignore[method-assign]
+    import functools
+
+    import moto.core.responses
+    from moto.core.utils import method_names_from_class as listed
+
+    @functools.cache
+    def method_names_from_class(clazz: type) -> frozenset[str]:
+        return frozenset(listed(clazz))
+
+    moto.core.responses.method_names_from_class = method_names_from_class  # type: ignore[attr-defined,assignment]
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
 
@@ -440,6 +455,28 @@ def keep_alive_request_handler() -> type:
     return KeepAliveRequestHandler
 
 
+def lock_free_backend_lookup() -> Callable[[], None]:
+    """Patch 9; returns a function that removes it."""
+    from moto.core.base_backend import BackendDict
+
+    original = BackendDict.__getitem__
+    registered: set[int] = set()
+
+    def __getitem__(self: Any, account_id: str) -> Any:
+        if id(self) in registered and dict.__contains__(self, account_id):
+            return dict.__getitem__(self, account_id)
+        backend = original(self, account_id)  # creates and registers under moto's lock
+        registered.add(id(self))
+        return backend
+
+    BackendDict.__getitem__ = __getitem__  # type: ignore[method-assign]
+
+    def remove() -> None:
+        BackendDict.__getitem__ = original  # type: ignore[method-assign]
+
+    return remove
+
+
 def install_for_server() -> None:
     """All patches, for the lifetime of a moto server process. (Not through the context manager: a
     generator-based one that is garbage-collected runs its `finally` and would undo the patch.)"""
@@ -449,6 +486,7 @@ def install_for_server() -> None:
     stable_sns_signing_cert()
     fast_json_results()
     fast_sqs()
+    lock_free_backend_lookup()
     import moto.server
 
     moto.server.MotoRequestHandler = keep_alive_request_handler()  # type: ignore[attr-defined,assignment]

@@ -242,3 +242,19 @@ def test_the_emulator_keeps_connections_open_and_request_bodies_never_leak_into_
         conn.close()
     finally:
         emulator.stop()
+
+
+def test_backend_lookup_without_the_lock_returns_motos_backends_and_still_creates_new_accounts() -> None:
+    from moto.core.base_backend import BackendDict
+    from moto.dynamodb.models import dynamodb_backends
+
+    remove = moto_patches.lock_free_backend_lookup()
+    try:
+        with mock_aws():
+            account = "210987654321"  # not created before: goes through moto's own path
+            first = dynamodb_backends[account]["us-east-1"]
+            assert dynamodb_backends[account]["us-east-1"] is first  # the fast path: same backend
+            assert dynamodb_backends in BackendDict._instances
+            boto3.client("dynamodb", region_name="us-east-1").list_tables()
+    finally:
+        remove()
