@@ -23,7 +23,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--api-port", type=int, default=8000)
     parser.add_argument("--hour-every", type=float, default=None, metavar="SECONDS")
     parser.add_argument("--cdk-out", type=Path, default=None, help="cloud assembly (default: ./cdk.out)")
-    parser.add_argument("--payments", type=int, default=int(os.environ.get("DEMO_PAYMENTS", "200")))
+    parser.add_argument("--payments", type=int, default=int(os.environ.get("DEMO_PAYMENTS", "100")))
     parser.add_argument("--production-clock", action="store_true", help="keep the templates' backoff timings")
     parser.add_argument(
         "--deliver-twice",

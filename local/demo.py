@@ -3,7 +3,8 @@
 What it does to the running sandbox, and the invariant each step protects:
 * N payments over HTTP; a share of them sent twice with the same ``Idempotency-Key`` (a client
   retry) -> the same operationId comes back, one operation exists;
-* a legacy outage (fake knob) in the middle of the run that recovers -> retried, still one charge;
+* a legacy outage (fake knob) while the payment worker is busy, that recovers after a few seconds ->
+  the refused calls are retried, still one charge each;
 * duplicate deliveries: already-published ``PaymentRequested`` envelopes published to the topic
   again (as SNS may do) -> no second charge;
 * a poison message sent straight to the payment-requests queue -> parked in the DLQ with a reason.
@@ -25,7 +26,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +37,7 @@ from local.runtime import PROJECT_ROOT
 from local.sandbox import Sandbox, snapshot, status_line
 
 TERMINAL = {"COMPLETED", "FAILED"}
+OUTAGE_EXPECTED_FROM = 50  # payments
 
 
 def payment_body(i: int) -> dict[str, Any]:
@@ -62,6 +64,12 @@ class Scenario:
         self.http_errors: Counter[str] = Counter()
         self.lock = threading.Lock()
         self.local = threading.local()
+        self.outage_seconds = 3.0
+        # The outage must overlap the payment worker's calls to show anything: it starts once the
+        # first operation has left PENDING, and is expected to refuse calls when a run is big enough
+        # for the worker to still be busy for its whole duration.
+        self.outage_started = False
+        self.expect_refusals = payments >= OUTAGE_EXPECTED_FROM
 
     def session(self) -> requests.Session:
         if not hasattr(self.local, "session"):
@@ -165,21 +173,17 @@ class Scenario:
                     break
         return found
 
+    def start_outage(self, out: Any) -> None:
+        self.outage_started = True
+        self.sb.legacy.set_knobs(outage=True)
+        print(f"\n  legacy payment system DOWN for {self.outage_seconds:.0f} s", file=out)
+        threading.Timer(self.outage_seconds, lambda: self.sb.legacy.set_knobs(outage=False)).start()
+
     def run(self, out: Any = sys.stdout) -> bool:
         started = time.time()
-        outage_at, outage_for = self.payments // 3, 3.0
         with ThreadPoolExecutor(max_workers=8) as pool:
-            futures: list[Future[None]] = []
-            for i in range(self.payments):
-                if i == outage_at:
-                    for f in futures:
-                        f.result()
-                    self.sb.legacy.set_knobs(outage=True)
-                    print(f"  legacy payment system DOWN for {outage_for:.0f} s", file=out)
-                    threading.Timer(outage_for, lambda: self.sb.legacy.set_knobs(outage=False)).start()
-                futures.append(pool.submit(self.submit, i))
-            for f in futures:
-                f.result()
+            for future in [pool.submit(self.submit, i) for i in range(self.payments)]:
+                future.result()
         poison_id = self.poison()
         print(f"  {len(self.accepted)} payments accepted; poison message {poison_id[:8]} sent", file=out)
         duplicates_sent = 0
@@ -189,6 +193,8 @@ class Scenario:
         while time.time() < deadline:
             snap = snapshot(self.sb.state())
             terminal = sum(n for state, n in snap["operations"].items() if state in TERMINAL)
+            if not self.outage_started and snap["operations"].get("PENDING", 0) < len(self.accepted):
+                self.start_outage(out)
             if not duplicates_sent and terminal >= len(self.accepted) // 2:
                 duplicates_sent = self.duplicate_deliveries(10)
                 print(
@@ -259,6 +265,10 @@ class Scenario:
             and parked[0][1] != "(redriven by SQS)",
             "no HTTP errors": not self.http_errors,
         }
+        if self.expect_refusals:
+            checks["the legacy outage refused calls; each was retried (charged once above)"] = (
+                outage_rejections > 0
+            )
         print("", file=out)
         for name, ok in checks.items():
             print(f"  {'PASS' if ok else 'FAIL'}  {name}", file=out)
@@ -408,7 +418,7 @@ class AgentsScenario:
         return all(checks.values())
 
 
-def run_demo(sandbox: Sandbox, payments: int = 200) -> int:
+def run_demo(sandbox: Sandbox, payments: int = 100) -> int:
     from local.demo_orders import OrdersScenario
 
     print(f"\ndemo: {payments} payments through {sandbox.api_url}", flush=True)
