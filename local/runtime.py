@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -41,20 +44,113 @@ class InvokeResult:
         return self.error_type == "Sandbox.Timeout"
 
 
-class _Worker:
-    def __init__(self, spec: FunctionSpec, env: dict[str, str], log_file: Any) -> None:
-        request_read, request_write = os.pipe()
-        response_read, response_write = os.pipe()
+class Zygote:
+    """The parent's end of ``local.zygote``: one warm process that forks execution environments."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "local.worker", str(request_read), str(response_write)],
-            env=env,
+            [sys.executable, "-m", "local.zygote", str(theirs.fileno())],
+            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
             cwd=str(PROJECT_ROOT),
-            pass_fds=(request_read, response_write),
+            pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
         )
+        theirs.close()
+        self._socket = ours
+        self._lock = threading.Lock()
+        ours.settimeout(60)
+        try:
+            hello = json.loads(ours.recv(65536) or b"{}")
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise RuntimeError(f"the worker zygote did not start: {exc}") from exc
+        if not hello.get("ready"):
+            self.close()
+            raise RuntimeError("the worker zygote did not start")
+        ours.settimeout(30)
+
+    def fork(self, env: dict[str, str], fds: tuple[int, int, int]) -> int:
+        message = json.dumps({"env": env, "cwd": str(PROJECT_ROOT)}).encode()
+        with self._lock:
+            socket.send_fds(self._socket, [message], list(fds))
+            reply = json.loads(self._socket.recv(65536) or b"{}")
+        if "pid" not in reply:
+            raise OSError(f"the worker zygote could not fork: {reply.get('error', 'no answer')}")
+        return int(reply["pid"])
+
+    def close(self) -> None:
+        self._socket.close()  # the zygote's EOF: it exits, and its children with it
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=5)
+
+
+class _Forked:
+    """A zygote's child, watched through a pidfd (the sandbox is not its parent): the subset of
+    ``subprocess.Popen`` that ``_Worker`` uses."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:  # already gone
+            self._pidfd = None
+
+    def poll(self) -> int | None:
+        if self._pidfd is None:
+            return 0
+        if select.select([self._pidfd], [], [], 0)[0]:
+            self._release()
+            return 0
+        return None
+
+    def kill(self) -> None:
+        if self._pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self._pidfd is not None and not select.select([self._pidfd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0)
+        self._release()
+        return 0
+
+    def _release(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+class _Worker:
+    def __init__(
+        self, spec: FunctionSpec, env: dict[str, str], log_file: Any, zygote: Zygote | None = None
+    ) -> None:
+        request_read, request_write = os.pipe()
+        response_read, response_write = os.pipe()
+        self.process: subprocess.Popen[bytes] | _Forked
+        try:
+            if zygote is None:
+                raise OSError("no zygote")
+            self.process = _Forked(zygote.fork(env, (request_read, response_write, log_file.fileno())))
+        except OSError:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "local.worker", str(request_read), str(response_write)],
+                env=env,
+                cwd=str(PROJECT_ROOT),
+                pass_fds=(request_read, response_write),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
         os.close(request_read)
         os.close(response_write)
         self.requests = Connection(request_write, readable=False)
@@ -95,8 +191,10 @@ class FunctionRuntime:
         log_dir: Path,
         max_workers: int,
         env_overrides: dict[str, str],
+        zygote: Zygote | None = None,
     ) -> None:
         self.spec = spec
+        self.zygote = zygote
         self.max_workers = max_workers
         self._idle: list[_Worker] = []
         self._count = 0
@@ -153,7 +251,7 @@ class FunctionRuntime:
             # PR_SET_PDEATHSIG fires when the *thread* that forked the worker exits, not the process:
             # a worker spawned from a short-lived HTTP request thread would be killed after its first
             # invocation. Every worker is therefore spawned from the runtime's one long-lived thread.
-            return _SPAWNER.submit(_Worker, self.spec, self.env, self._log).result()
+            return _SPAWNER.submit(_Worker, self.spec, self.env, self._log, self.zygote).result()
         except BaseException:
             with self._cond:
                 self._count -= 1
@@ -224,7 +322,9 @@ class FunctionRuntime:
 
 
 class Runtime:
-    """Every function of the topology, by name."""
+    """Every function of the topology, by name. Execution environments are forked from one warm
+    zygote (``local.zygote``); ``RELAY_LOCAL_NO_ZYGOTE=1``, or a zygote that fails, starts each one
+    as a fresh interpreter instead."""
 
     def __init__(
         self,
@@ -235,6 +335,14 @@ class Runtime:
         max_workers: int,
         env_overrides: dict[str, dict[str, str]],
     ) -> None:
+        self.zygote: Zygote | None = None
+        if functions and os.environ.get("RELAY_LOCAL_NO_ZYGOTE") != "1":
+            try:
+                # From the spawner thread: the zygote's parent-death signal follows the thread that
+                # started it, as the workers' does.
+                self.zygote = _SPAWNER.submit(Zygote).result()
+            except (OSError, RuntimeError):
+                self.zygote = None
         self.functions = {
             name: FunctionRuntime(
                 spec,
@@ -242,6 +350,7 @@ class Runtime:
                 log_dir=log_dir,
                 max_workers=max_workers,
                 env_overrides=env_overrides.get(name, {}),
+                zygote=self.zygote,
             )
             for name, spec in functions.items()
         }
@@ -252,3 +361,5 @@ class Runtime:
     def close(self) -> None:
         for function in self.functions.values():
             function.close()
+        if self.zygote is not None:
+            self.zygote.close()

@@ -1,0 +1,117 @@
+"""The local Lambda runtime's execution environments, forked from the zygote or started fresh: each
+sees only its function's environment and code, is warm between invocations, is killed on timeout,
+and nothing outlives the runtime."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from local.provision import FunctionSpec
+from local.runtime import Runtime
+
+HANDLER = """
+import os, sys, time
+
+LOADED_AT = time.time()
+CALLS = []
+
+
+def handler(event, context):
+    CALLS.append(event)
+    if event.get("sleep"):
+        time.sleep(event["sleep"])
+    print("invoked", len(CALLS), flush=True)
+    return {
+        "pid": os.getpid(),
+        "calls": len(CALLS),
+        "loadedAt": LOADED_AT,
+        "greeting": os.environ.get("GREETING"),
+        "sandboxOnly": os.environ.get("RELAY_TEST_PARENT_ONLY"),
+        "cwd": os.getcwd(),
+        "codeFirst": sys.path[0],
+        "remainingMs": context.get_remaining_time_in_millis(),
+    }
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.fixture(params=["zygote", "fresh interpreter"])
+def runtime(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "probe.py").write_text(HANDLER)
+    monkeypatch.setenv("RELAY_TEST_PARENT_ONLY", "leaked")
+    if request.param != "zygote":
+        monkeypatch.setenv("RELAY_LOCAL_NO_ZYGOTE", "1")
+    spec = FunctionSpec(
+        name="relay-test-probe",
+        logical_id="Probe",
+        stack="test",
+        handler="probe.handler",
+        code_dir=code,
+        layer_dirs=[],
+        environment={"GREETING": "hello"},
+        timeout=2,
+        memory=1024,
+        arn="arn:aws:lambda:us-east-1:123456789012:function:relay-test-probe",
+    )
+    rt = Runtime(
+        {spec.name: spec},
+        endpoint="http://127.0.0.1:9",
+        log_dir=tmp_path / "logs",
+        max_workers=2,
+        env_overrides={},
+    )
+    assert (rt.zygote is not None) == (request.param == "zygote")
+    request.addfinalizer(rt.close)
+    return rt
+
+
+def test_an_environment_sees_its_function_only_stays_warm_and_is_replaced_after_a_timeout(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    first = runtime.invoke("relay-test-probe", {"n": 1})
+    assert first.ok, first.error_message
+    body = first.payload
+    assert body["greeting"] == "hello"
+    assert body["sandboxOnly"] is None  # the sandbox's own environment does not leak in
+    assert body["codeFirst"] == str(tmp_path / "code")
+    assert body["cwd"] == str(Path(__file__).resolve().parents[2])
+    assert 0 < body["remainingMs"] <= 2000
+    warm = runtime.invoke("relay-test-probe", {"n": 2}).payload
+    assert (warm["pid"], warm["calls"]) == (body["pid"], 2)  # the same warm environment
+
+    timed_out = runtime.invoke("relay-test-probe", {"sleep": 5})
+    assert timed_out.timed_out
+    deadline = time.time() + 5
+    while alive(body["pid"]) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not alive(body["pid"])  # killed, as Lambda discards a timed-out environment
+
+    cold = runtime.invoke("relay-test-probe", {"n": 3}).payload
+    assert cold["pid"] != body["pid"]
+    assert cold["calls"] == 1 and cold["loadedAt"] > body["loadedAt"]  # the handler module ran again
+    log = (tmp_path / "logs" / "relay-test-probe.log").read_text()
+    assert "invoked 2" in log and "invoked 1" in log
+
+
+def test_nothing_outlives_the_runtime(runtime: Runtime) -> None:
+    pid = runtime.invoke("relay-test-probe", {}).payload["pid"]
+    zygote = runtime.zygote.process.pid if runtime.zygote else None
+    runtime.close()
+    deadline = time.time() + 5
+    while (alive(pid) or (zygote and alive(zygote))) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
+    assert zygote is None or not alive(zygote)
