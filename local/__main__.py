@@ -23,7 +23,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--api-port", type=int, default=8000)
     parser.add_argument("--hour-every", type=float, default=None, metavar="SECONDS")
     parser.add_argument("--cdk-out", type=Path, default=None, help="cloud assembly (default: ./cdk.out)")
-    parser.add_argument("--payments", type=int, default=int(os.environ.get("DEMO_PAYMENTS", "100")))
+    parser.add_argument(
+        "--payments",
+        type=int,  # also converts DEMO_PAYMENTS; without either, the demo's own default
+        default=os.environ.get("DEMO_PAYMENTS"),
+        help="demo: how many payments (default: DEMO_PAYMENTS, else local.demo.DEFAULT_PAYMENTS)",
+    )
     parser.add_argument("--production-clock", action="store_true", help="keep the templates' backoff timings")
     parser.add_argument(
         "--deliver-twice",
@@ -123,7 +128,7 @@ def _demo(args: argparse.Namespace) -> int:
     sandbox = Sandbox(_config(args))
     try:
         sandbox.start()
-        code = run_demo(sandbox, payments=args.payments)
+        code = run_demo(sandbox) if args.payments is None else run_demo(sandbox, payments=args.payments)
     except KeyboardInterrupt:
         code = 130
     finally:

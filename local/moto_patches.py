@@ -315,11 +315,7 @@ def fast_json_results() -> Callable[[], None]:
     def execute_result(self: Any, context: Any) -> Any:
         key = (context.service_model.service_name, context.operation_model.name)
         result = self.result
-        if (
-            key not in FAST_JSON_OPERATIONS
-            or isinstance(result, BaseException)
-            or not isinstance(result, dict)
-        ):
+        if key not in FAST_JSON_OPERATIONS or not isinstance(result, dict):  # errors keep the serializer
             return original(self, context)
         # Like the serializer, answer only the output shape's members (moto adds a few legacy keys).
         members = context.operation_model.output_shape.members
@@ -422,8 +418,10 @@ def keep_alive_request_handler() -> type:
     werkzeug.serving.selectors = _SelectorsWithoutDrain()  # type: ignore[attr-defined,assignment]
 
     class KeepAliveRequestHandler(MotoRequestHandler):
+        """Whether the current request's connection stays open is ``_KEEP_ALIVE.on``: one flag per
+        server thread, read here and by the drain's selector."""
+
         timeout = 120  # seconds an idle connection may hold its server thread
-        _keep_alive = False
 
         def setup(self) -> None:
             super().setup()
@@ -432,7 +430,7 @@ def keep_alive_request_handler() -> type:
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def handle_one_request(self) -> None:
-            self._keep_alive = _KEEP_ALIVE.on = False
+            _KEEP_ALIVE.on = False
             super().handle_one_request()
 
         def make_environ(self) -> dict[str, Any]:
@@ -444,11 +442,11 @@ def keep_alive_request_handler() -> type:
             except ValueError:
                 return environ
             environ["wsgi.input"] = io.BytesIO(self.rfile.read(size) if size > 0 else b"")
-            self._keep_alive = _KEEP_ALIVE.on = not self.close_connection  # HTTP/1.1, not asked to close
+            _KEEP_ALIVE.on = not self.close_connection  # HTTP/1.1, not asked to close
             return environ
 
         def send_header(self, keyword: str, value: str) -> None:
-            if self._keep_alive and keyword.lower() == "connection" and value.lower() == "close":
+            if _KEEP_ALIVE.on and keyword.lower() == "connection" and value.lower() == "close":
                 return
             super().send_header(keyword, value)
 

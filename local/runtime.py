@@ -74,7 +74,7 @@ class Zygote:
         ours.settimeout(30)
 
     def fork(self, env: dict[str, str], fds: tuple[int, int, int]) -> int:
-        message = json.dumps({"env": env, "cwd": str(PROJECT_ROOT)}).encode()
+        message = json.dumps({"env": env}).encode()  # the zygote (and so the child) runs in PROJECT_ROOT
         with self._lock:
             socket.send_fds(self._socket, [message], list(fds))
             reply = json.loads(self._socket.recv(65536) or b"{}")
@@ -135,22 +135,22 @@ class _Worker:
     ) -> None:
         request_read, request_write = os.pipe()
         response_read, response_write = os.pipe()
-        self.process: subprocess.Popen[bytes] | _Forked
-        try:
-            if zygote is None:
-                raise OSError("no zygote")
-            self.process = _Forked(zygote.fork(env, (request_read, response_write, log_file.fileno())))
-        except OSError:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "local.worker", str(request_read), str(response_write)],
-                env=env,
-                cwd=str(PROJECT_ROOT),
-                pass_fds=(request_read, response_write),
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
+        forked: _Forked | None = None
+        if zygote is not None:
+            try:
+                forked = _Forked(zygote.fork(env, (request_read, response_write, log_file.fileno())))
+            except OSError:
+                forked = None  # a fresh interpreter instead
+        self.process: subprocess.Popen[bytes] | _Forked = forked or subprocess.Popen(
+            [sys.executable, "-m", "local.worker", str(request_read), str(response_write)],
+            env=env,
+            cwd=str(PROJECT_ROOT),
+            pass_fds=(request_read, response_write),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
         os.close(request_read)
         os.close(response_write)
         self.requests = Connection(request_write, readable=False)

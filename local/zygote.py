@@ -8,8 +8,9 @@ log file, then runs ``local.worker``'s loop, which imports the handler module (a
 code and layers) fresh, as a cold start does. Only third-party modules that read no configuration at
 import time are preloaded, so what a function sees is the same as with a fresh interpreter.
 
-Protocol, over a Unix socket pair: the sandbox sends ``{"env": {...}, "cwd": "..."}`` with three file
-descriptors (request pipe, response pipe, log file); the zygote answers ``{"pid": N}``. It reaps its
+Protocol, over a Unix socket pair: the zygote says ``{"ready": true}`` once it has preloaded; then the
+sandbox sends ``{"env": {...}}`` with three file descriptors (request pipe, response pipe, log file),
+and the zygote answers ``{"pid": N}``. Children inherit its working directory, the project root. It reaps its
 children itself, and exits when the socket closes (the sandbox stopped); its children are asked to
 exit with it (PR_SET_PDEATHSIG), as the zygote is with the sandbox.
 """
@@ -40,16 +41,15 @@ PRELOAD = (
 MAX_MESSAGE = 1 << 20  # an environment of a few hundred variables fits many times over
 
 
-def preload() -> list[str]:
+def preload() -> None:
+    """A module that is missing is simply not preloaded: the worker imports what it needs anyway."""
     import importlib
 
-    missing = []
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except ImportError:
-            missing.append(name)
-    return missing
+            pass
 
 
 def _child(message: dict[str, Any], fds: list[int], control: socket.socket) -> None:
@@ -61,7 +61,6 @@ def _child(message: dict[str, Any], fds: list[int], control: socket.socket) -> N
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.close(log_fd)
-    os.chdir(message["cwd"])
     os.environ.clear()
     os.environ.update(message["env"])
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -103,8 +102,8 @@ def serve(control: socket.socket) -> None:
 
 def main() -> int:
     control = socket.socket(fileno=int(sys.argv[1]))
-    missing = preload()
-    control.sendall(json.dumps({"ready": True, "missing": missing}).encode())
+    preload()
+    control.sendall(json.dumps({"ready": True}).encode())
     serve(control)
     return 0
 
