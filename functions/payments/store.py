@@ -29,7 +29,6 @@ from payments.operations import (
     now_iso,
 )
 from relay.envelope import ClaimCheckRef, Envelope
-from relay.errors import classify
 from relay.idempotency import (
     BusinessWrite,
     OnConditionFailed,
@@ -229,19 +228,10 @@ class OperationStore:
                         "expiresAt": int((created + timedelta(days=key_ttl_days)).timestamp()),
                     },
                     "attribute_not_exists(id)",
+                    on_condition_failed=lambda _old: RequestKeyTaken(idempotency_key),
                 )
             )
-        try:
-            self.ddb.transact_write_items(TransactItems=[dict(w.transact_item) for w in writes])
-        except Exception as exc:
-            reasons = (getattr(exc, "response", {}) or {}).get("CancellationReasons") or []
-            if (
-                idempotency_key is not None
-                and len(reasons) == len(writes)
-                and reasons[-1].get("Code") == "ConditionalCheckFailed"
-            ):
-                raise RequestKeyTaken(idempotency_key) from exc
-            raise classify(exc) from exc
+        self.apply(writes)
 
     def outbox_write(self, operation_id: str, event: Envelope) -> BusinessWrite:
         return outbox_write(event, table_name=self.operations_table, key=outbox_key(operation_id, event))
