@@ -112,6 +112,11 @@ class Emulator:
         self._log: Any = None
 
     @property
+    def pid(self) -> int | None:
+        """The moto server's process id while it runs (the bench reads its CPU time)."""
+        return self._process.pid if self._process is not None and self._process.poll() is None else None
+
+    @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
