@@ -35,6 +35,19 @@ def account_handler(aws: Aws, results: list[CommitResult]) -> Any:
     return handle
 
 
+def status_change(aws: Aws, item_id: str, source: str, target: str, explain: Any) -> Any:
+    """``status: source -> target`` on item ``item_id``; a failed condition raises ``explain(old)``."""
+    return update(
+        aws.table,
+        {"id": item_id},
+        "SET #s = :to",
+        condition="#s = :from",
+        names={"#s": "status"},
+        values={":from": source, ":to": target},
+        on_condition_failed=explain,
+    )
+
+
 def deliver(aws: Aws, handle: Any, *, visibility_timeout: int | None = None) -> dict[str, Any]:
     """What the Lambda event source mapping does: receive, invoke, delete what was not reported failed."""
     params: dict[str, Any] = {
@@ -147,14 +160,12 @@ def test_unknown_event_version_is_parked_naming_supported_versions(aws: Aws) -> 
 def test_failed_business_condition_writes_no_marker_and_raises_the_callers_error(aws: Aws) -> None:
     aws.ddb.put_item(TableName=aws.table, Item={"id": {"S": "operation#op-1"}, "status": {"S": "COMPLETED"}})
     env = envelope("PaymentCompleted", ids={"operationId": "op-1"}, identity=["op-1"], payload={})
-    write = update(
-        aws.table,
-        {"id": "operation#op-1"},
-        "SET #s = :to",
-        condition="#s = :from",
-        names={"#s": "status"},
-        values={":from": "PAYMENT_PROCESSING", ":to": "PAYMENT_COMPLETED"},
-        on_condition_failed=lambda old: IllegalTransition(
+    write = status_change(
+        aws,
+        "operation#op-1",
+        "PAYMENT_PROCESSING",
+        "PAYMENT_COMPLETED",
+        lambda old: IllegalTransition(
             f"operation op-1 is {old['status'] if old else 'missing'}, cannot complete payment"
         ),
     )
@@ -201,14 +212,12 @@ def test_duplicate_of_a_state_transition_is_a_duplicate_not_an_illegal_transitio
     env = envelope("PaymentStarted", ids={"operationId": "op-1"}, identity=["op-1"], payload={})
 
     def transition() -> Any:
-        return update(
-            aws.table,
-            {"id": "operation#op-1"},
-            "SET #s = :to",
-            condition="#s = :from",
-            names={"#s": "status"},
-            values={":from": "PENDING", ":to": "PAYMENT_PROCESSING"},
-            on_condition_failed=lambda old: IllegalTransition(f"operation op-1 is {old}"),
+        return status_change(
+            aws,
+            "operation#op-1",
+            "PENDING",
+            "PAYMENT_PROCESSING",
+            lambda old: IllegalTransition(f"operation op-1 is {old}"),
         )
 
     assert commit_once(env, [transition()], table_name=aws.table, ddb_client=aws.ddb) is CommitResult.APPLIED
@@ -221,14 +230,12 @@ def test_duplicate_of_a_state_transition_is_a_duplicate_not_an_illegal_transitio
 def test_apply_writes_commits_all_or_nothing_and_explains_a_failed_condition(aws: Aws) -> None:
     aws.ddb.put_item(TableName=aws.table, Item={"id": {"S": "order#o-1"}, "status": {"S": "PAID"}})
     created = put(aws.table, {"id": "order#o-2", "status": "CREATED"}, "attribute_not_exists(id)")
-    cancel = update(
-        aws.table,
-        {"id": "order#o-1"},
-        "SET #s = :to",
-        condition="#s = :from",
-        names={"#s": "status"},
-        values={":from": "CREATED", ":to": "CANCELLED"},
-        on_condition_failed=lambda old: IllegalTransition(f"order o-1 is {old['status'] if old else 'gone'}"),
+    cancel = status_change(
+        aws,
+        "order#o-1",
+        "CREATED",
+        "CANCELLED",
+        lambda old: IllegalTransition(f"order o-1 is {old['status'] if old else 'gone'}"),
     )
     with pytest.raises(IllegalTransition, match="order o-1 is PAID"):
         apply_writes([created, cancel], ddb_client=aws.ddb)
