@@ -1,6 +1,12 @@
 # Relay — every target creates .venv and node_modules by itself when they are missing or stale.
 SHELL := /bin/bash
-PY ?= python3
+# Lambda runs the functions on python3.13 (infra/constructs/layers.py), so .venv, and with it every test,
+# runs on 3.13 too: a python3.13 on PATH that runs (a pyenv shim may not), else pyenv's newest 3.13.x;
+# PY=/path/to/python3.13 overrides.
+PYTHON_VERSION := 3.13
+ifeq ($(origin PY),undefined)
+PY := $(shell for p in $$(command -v python$(PYTHON_VERSION)) $$(ls -1d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(PYTHON_VERSION).*/bin/python$(PYTHON_VERSION) 2>/dev/null | sort -rV); do "$$p" -c '' 2>/dev/null && { echo "$$p"; break; }; done)
+endif
 VENV := .venv
 BIN := $(VENV)/bin
 STAGE ?= dev
@@ -8,6 +14,7 @@ STAGE ?= dev
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
+comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench
 
 .PHONY: help install lint typecheck synth cfn-lint pytest test bench demo local deploy diff clean
@@ -20,8 +27,19 @@ help: ## list the targets
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode
 
-$(BIN)/uv:
+# A .venv made by another Python (an older checkout) is rebuilt, not reused.
+$(VENV)/python-$(PYTHON_VERSION):
+	@if [ -z "$(PY)" ] || ! "$(PY)" -c 'import sys; sys.exit(sys.version_info[:2] != ($(subst .,$(comma),$(PYTHON_VERSION))))' 2>/dev/null; then \
+	  echo "error: Python $(PYTHON_VERSION) is required (the Lambda runtime is python$(PYTHON_VERSION) and the tests run on it)," >&2; \
+	  echo "  and PY='$(PY)' is not it (by default: python$(PYTHON_VERSION) on PATH, then pyenv's \$${PYENV_ROOT:-~/.pyenv}/versions/$(PYTHON_VERSION).*)." >&2; \
+	  echo "  Install it (e.g. 'pyenv install $(PYTHON_VERSION)') or pass PY=/path/to/python$(PYTHON_VERSION)." >&2; \
+	  exit 2; fi
+	if [ -x $(BIN)/python ] && ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != ($(subst .,$(comma),$(PYTHON_VERSION))))'; then \
+	  echo "$(VENV) was made by another Python: rebuilding it with $(PY)"; rm -rf $(VENV); fi
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	touch $@
+
+$(BIN)/uv: $(VENV)/python-$(PYTHON_VERSION)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 # What the sandbox and synth need: enough for `make demo` and `make local`.

@@ -452,7 +452,7 @@ class Provisioner:
         python_dir = asset_dir(self.cdk_out, props["Content"]) / "python"
         foreign = _foreign_native_code(python_dir) if python_dir.is_dir() else None
         if foreign is not None:
-            # A layer built for the Lambda platform (arm64, python3.14 wheels) cannot load on this
+            # A layer built for the Lambda platform (arm64, python3.13 wheels) cannot load on this
             # interpreter; the sandbox's own venv holds the same pinned packages instead.
             self.layers[arn] = None
             self.topology.notes.append(

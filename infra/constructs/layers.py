@@ -3,12 +3,13 @@
 Both are built without Docker. The dependency layer is bundled locally (`ILocalBundling`) with
 `pip install --platform manylinux2014_aarch64 --only-binary=:all:` for the Lambda runtime's Python
 version, so the wheels match arm64 Lambda whatever machine runs the synth. The asset hash is taken
-from the source (the requirements file), so CDK reuses `cdk.out/asset.<hash>` instead of re-running pip
+from the requirements file and the target Python and platform, so CDK reuses `cdk.out/asset.<hash>` instead of re-running pip
 on every synth.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -21,10 +22,11 @@ from constructs import Construct
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The newest Python runtime that both Lambda and this aws-cdk-lib offer (Lambda lists python3.14 until
-# 2029). Layers and functions share it, so the wheels pip picks are the ones the runtime loads.
-RUNTIME = lambda_.Runtime.PYTHON_3_14
-RUNTIME_PYTHON_VERSION = "3.14"
+# The Python that CI tests on (the Makefile builds .venv with 3.13, and tests/infra/test_layers.py fails
+# when the two drift apart): the tested Python is the deployed Python. Layers and functions share it, so
+# the wheels pip picks are the ones the runtime loads.
+RUNTIME = lambda_.Runtime.PYTHON_3_13
+RUNTIME_PYTHON_VERSION = "3.13"
 ARCHITECTURE = lambda_.Architecture.ARM_64
 PIP_PLATFORM = "manylinux2014_aarch64"
 
@@ -74,6 +76,12 @@ def kernel_layer(scope: Construct, construct_id: str = "KernelLayer") -> lambda_
     )
 
 
+def _dependency_layer_hash(requirements: Path) -> str:
+    digest = hashlib.sha256(requirements.read_bytes())
+    digest.update(f"{PIP_PLATFORM}/cp{RUNTIME_PYTHON_VERSION}".encode())
+    return digest.hexdigest()
+
+
 def dependency_layer(scope: Construct, construct_id: str = "DependencyLayer") -> lambda_.LayerVersion:
     """Third-party runtime dependencies (Powertools, pydantic) from `layers/dependencies/requirements.txt`."""
     source = ROOT / "layers" / "dependencies"
@@ -83,10 +91,13 @@ def dependency_layer(scope: Construct, construct_id: str = "DependencyLayer") ->
         code=lambda_.Code.from_asset(
             str(source),
             exclude=[*_ASSET_EXCLUDES, "python"],
-            asset_hash_type=AssetHashType.SOURCE,
+            # The requirements alone do not fix the wheels: a cached layer built for another Python or
+            # platform must not be reused when the runtime changes.
+            asset_hash_type=AssetHashType.CUSTOM,
+            asset_hash=_dependency_layer_hash(source / "requirements.txt"),
             bundling=BundlingOptions(
                 # Never pulled: local bundling always succeeds or raises, so Docker is not needed.
-                image=DockerImage.from_registry("public.ecr.aws/sam/build-python3.14"),
+                image=DockerImage.from_registry("public.ecr.aws/sam/build-python3.13"),
                 # jsii calls try_bundle(output_dir, options) positionally; its stubs spell the struct
                 # out as keywords, which mypy cannot match to an implementation.
                 local=PipWheelBundling(source / "requirements.txt"),  # type: ignore[arg-type]

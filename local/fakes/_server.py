@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from typing import Any, ClassVar, Self
 from urllib.parse import parse_qs, unquote, urlsplit
 
 JsonObject = dict[str, Any]
@@ -92,10 +92,9 @@ class FaultKnobs:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-K = TypeVar("K", bound=FaultKnobs)
 
 
-def knobs_from_env(knobs_type: type[K], environ: Mapping[str, str]) -> dict[str, str]:
+def knobs_from_env[K: FaultKnobs](knobs_type: type[K], environ: Mapping[str, str]) -> dict[str, str]:
     """Knob settings found in ``FAKE_<NAME>`` variables, e.g. ``FAKE_FAIL_RATE_5XX=0.2``."""
     found = {}
     for name in knobs_type.names():
@@ -229,7 +228,7 @@ class _FaultDraw:
     fail_after_commit: bool
 
 
-class FakeService(Generic[K]):
+class FakeService[K: FaultKnobs]:
     """A fake external system: start it, point the code under test at ``base_url``, inspect it.
 
     Subclasses implement ``handle`` (business routes), ``reset_state`` and optionally

@@ -35,7 +35,7 @@ def _function(stack, timeout=30):
     return lambda_.Function(
         stack,
         "Fn",
-        runtime=lambda_.Runtime.PYTHON_3_14,
+        runtime=lambda_.Runtime.PYTHON_3_13,
         handler="x.handler",
         code=lambda_.Code.from_inline("def handler(e, c): pass"),
         timeout=Duration.seconds(timeout),

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+from infra.constructs.layers import RUNTIME, RUNTIME_PYTHON_VERSION
 
 
 def _layer_dir(synthesized, name: str) -> Path:
@@ -18,7 +21,7 @@ def test_dependency_layer_holds_arm64_wheels_for_the_lambda_python(synthesized):
     python = _layer_dir(synthesized, "DependencyLayer") / "python"
     assert (python / "aws_lambda_powertools").is_dir()
     (core_ext,) = list((python / "pydantic_core").glob("_pydantic_core*.so"))
-    assert "cpython-314-aarch64-linux-gnu" in core_ext.name
+    assert f"cpython-{RUNTIME_PYTHON_VERSION.replace('.', '')}-aarch64-linux-gnu" in core_ext.name
 
 
 def test_kernel_layer_ships_the_relay_package_under_python(synthesized):
@@ -35,4 +38,10 @@ def test_layers_are_for_arm64_and_the_function_runtime(synthesized):
     assert len(layers) == 2
     for layer in layers:
         assert layer["CompatibleArchitectures"] == ["arm64"]
-        assert layer["CompatibleRuntimes"] == ["python3.14"]
+        assert layer["CompatibleRuntimes"] == ["python3.13"]
+
+
+def test_the_deployed_python_is_the_python_these_tests_run_on():
+    # Lambda runs what the layers were built for; a suite on another Python proves nothing about it.
+    assert RUNTIME_PYTHON_VERSION == f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert RUNTIME.name == f"python{RUNTIME_PYTHON_VERSION}"

@@ -32,7 +32,7 @@ def test_consumed_queue_visibility_is_at_least_6x_function_timeout(synthesized):
 
 def test_consumer_runs_newest_python_on_arm64_with_both_layers(synthesized):
     worker = _worker(synthesized)
-    assert worker["Runtime"] == RUNTIME.name == "python3.14"
+    assert worker["Runtime"] == RUNTIME.name == "python3.13"
     assert worker["Architectures"] == ["arm64"]
     assert len(worker["Layers"]) == 2
     layer_exports = " ".join(str(layer) for layer in worker["Layers"])
