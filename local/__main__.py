@@ -1,4 +1,4 @@
-"""``python -m local up | status | demo | fire-schedule [NAME]`` — the embedded sandbox's CLI."""
+"""``python -m local up | status | demo | fire-schedule [NAME] | iam-report`` — the embedded sandbox's CLI."""
 
 from __future__ import annotations
 
@@ -17,9 +17,15 @@ from local.sandbox import STATE_FILE, Sandbox, SandboxConfig, cli_hint, snapshot
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
-    parser.add_argument("command", choices=["up", "status", "demo", "fire-schedule"])
+    parser.add_argument("command", choices=["up", "status", "demo", "fire-schedule", "iam-report"])
     parser.add_argument("name", nargs="?", help="fire-schedule: the schedule to fire (default: all)")
     parser.add_argument("--emulator-port", type=int, default=4566)
+    parser.add_argument(
+        "--endpoint-url",
+        default=None,
+        help="iam-report: the running sandbox's emulator (default: the one `python -m local up` started)",
+    )
+    parser.add_argument("--json", action="store_true", help="iam-report: the raw report as JSON")
     parser.add_argument("--api-port", type=int, default=8000)
     parser.add_argument("--hour-every", type=float, default=None, metavar="SECONDS")
     parser.add_argument("--cdk-out", type=Path, default=None, help="cloud assembly (default: ./cdk.out)")
@@ -174,6 +180,28 @@ def _fire_schedule(args: argparse.Namespace) -> int:
     return code
 
 
+def _iam_report(args: argparse.Namespace) -> int:
+    from local.iam_report import fetch_report, format_report
+
+    endpoint = args.endpoint_url
+    if endpoint is None:
+        if not STATE_FILE.exists():
+            hint = "start one with `python -m local up`, or pass --endpoint-url"
+            print(f"no sandbox running ({hint})", file=sys.stderr)
+            return 1
+        endpoint = json.loads(STATE_FILE.read_text())["endpoint"]
+    try:
+        report = fetch_report(endpoint)
+    except OSError as exc:
+        print(f"iam-report: the sandbox's emulator at {endpoint} did not answer: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print("\n".join(format_report(report)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "up":
@@ -182,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _status()
     if args.command == "demo":
         return _demo(args)
+    if args.command == "iam-report":
+        return _iam_report(args)
     return _fire_schedule(args)
 
 

@@ -37,8 +37,10 @@ def aws_env(endpoint: str) -> dict[str, str]:
     }
 
 
-def client(service: str, endpoint: str) -> Any:
-    """A boto3 client on the emulator (the sandbox's own calls: provisioning, polling, status)."""
+def client(service: str, endpoint: str, *, access_key_id: str | None = None) -> Any:
+    """A boto3 client on the emulator (the sandbox's own calls: provisioning, polling, status).
+    ``access_key_id`` signs as a function instead (``local.iam.access_key_for``): an event source
+    mapping polls with its function's execution role, as Lambda's does, so IAM applies to it."""
     import boto3
     from botocore.config import Config
 
@@ -46,7 +48,7 @@ def client(service: str, endpoint: str) -> Any:
         service,
         endpoint_url=endpoint,
         region_name=REGION,
-        aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_access_key_id=access_key_id or DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         # Long polls hold a connection for up to 20 s; many pollers need more than the default 10.
         config=Config(
@@ -92,6 +94,8 @@ _MOTO_MAIN = """
 import sys
 from local.moto_patches import install_for_server
 install_for_server()
+from local.iam_enforcer import install as enforce_iam
+enforce_iam()
 from moto.server import main
 sys.argv[0] = "moto_server"
 main(sys.argv[1:])

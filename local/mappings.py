@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from local.emulator import REGION, client
+from local.iam import access_key_for
 from local.provision import MappingSpec
 from local.runtime import InvokeResult, Runtime
 
@@ -155,7 +156,8 @@ class SqsMapping:
         self.runtime = runtime
         self.stop = stop
         self.log = log
-        self.sqs = client("sqs", endpoint)
+        # Lambda's poller reads, deletes and changes visibility with the function's execution role.
+        self.sqs = client("sqs", endpoint, access_key_id=access_key_for(spec.function))
         self.queue_url = _queue_url(endpoint, spec.source_arn)
         self.stats = MappingStats()
         # MaximumConcurrency caps the concurrent invocations, which is what a poller count models
@@ -336,8 +338,9 @@ class StreamMapping:
         self.runtime = runtime
         self.stop = stop
         self.log = log
-        self.streams = client("dynamodbstreams", endpoint)
-        self.sqs = client("sqs", endpoint)
+        # The stream is read, and the on-failure destination written, with the function's role.
+        self.streams = client("dynamodbstreams", endpoint, access_key_id=access_key_for(spec.function))
+        self.sqs = client("sqs", endpoint, access_key_id=access_key_for(spec.function))
         self.endpoint = endpoint
         self.stats = MappingStats()
         self.retries = 0

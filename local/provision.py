@@ -24,14 +24,14 @@ from local.templates import Physical, Resolver, Stack, Unresolved, asset_dir
 
 # Types not materialized locally, with why. Printed once per type at start.
 SKIPPED_TYPES: dict[str, str] = {
-    "AWS::IAM::Role": "IAM is not enforced locally (every function may call every resource)",
-    "AWS::IAM::Policy": "IAM is not enforced locally",
-    "AWS::IAM::ManagedPolicy": "IAM is not enforced locally",
-    "AWS::Lambda::Permission": "resource policies on functions are not enforced locally",
-    "AWS::SQS::QueuePolicy": "queue resource policies are not enforced by the emulator",
-    "AWS::SNS::TopicPolicy": "topic resource policies are not enforced by the emulator",
-    "AWS::S3::BucketPolicy": "bucket policies (TLS-only etc.) are not enforced by the emulator",
-    "AWS::KMS::Key": "encryption at rest is not emulated; resources are created unencrypted",
+    "AWS::Lambda::Permission": (
+        "resource policies on functions are not checked: the local glue (mappings, HTTP API, "
+        "authorizers) invokes functions directly"
+    ),
+    "AWS::KMS::Key": (
+        "encryption at rest is not emulated (resources are created unencrypted) and key policies are "
+        "not evaluated; the topics use the AWS-managed aws/sns key, which needs no grant"
+    ),
     "AWS::KMS::Alias": "encryption at rest is not emulated",
     "AWS::Logs::LogGroup": "function logs go to .sandbox/logs/<function>.log instead",
     "AWS::CloudWatch::Alarm": "no metrics are emitted to the emulator, so alarms could never fire",
@@ -189,6 +189,40 @@ class ApiDestinationSpec:
 
 
 @dataclass
+class IamModel:
+    """Who may call what, from the templates: every role's policies (identity-based) and every queue,
+    topic and bucket policy (resource-based), as ``local.iam_enforcer`` evaluates them."""
+
+    roles: dict[str, str] = field(default_factory=dict)  # role name -> role ARN
+    role_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # role name -> policies
+    resource_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # ARN -> policies
+    function_roles: dict[str, str] = field(default_factory=dict)  # function name -> role ARN
+    queues: list[str] = field(default_factory=list)  # queue ARNs (SNS deliveries to them are checked)
+
+    def to_json(self, access_keys: dict[str, str]) -> dict[str, Any]:
+        """The model for the emulator; ``access_keys`` maps function name -> its access key id."""
+        names = {arn: name for name, arn in self.roles.items()}
+        functions = []
+        for function, role_arn in sorted(self.function_roles.items()):
+            if function in access_keys:
+                functions.append(
+                    {
+                        "function": function,
+                        "accessKeyId": access_keys[function],
+                        "role": role_arn,
+                        "policies": self.role_policies.get(names.get(role_arn, ""), []),
+                    }
+                )
+        return {
+            "account": ACCOUNT_ID,
+            "region": REGION,
+            "functions": functions,
+            "resourcePolicies": self.resource_policies,
+            "queues": self.queues,
+        }
+
+
+@dataclass
 class Topology:
     """Everything provisioned, as the runtime, mappings, HTTP API and status need it."""
 
@@ -205,6 +239,7 @@ class Topology:
     topics: dict[str, str] = field(default_factory=dict)  # name -> arn
     buckets: list[str] = field(default_factory=list)
     dlqs: set[str] = field(default_factory=set)  # queue names some redrive/on-failure points at
+    iam: IamModel = field(default_factory=IamModel)
     created: Counter[str] = field(default_factory=Counter)
     skipped: dict[str, str] = field(default_factory=dict)  # "type" or "type logical-id" -> why
     notes: list[str] = field(default_factory=list)
@@ -303,6 +338,12 @@ class Provisioner:
             "AWS::Events::Connection": self._connection,
             "AWS::Events::ApiDestination": self._api_destination,
             "AWS::Events::Rule": self._rule,
+            "AWS::IAM::Role": self._role,
+            "AWS::IAM::Policy": self._policy,
+            "AWS::IAM::ManagedPolicy": self._policy,
+            "AWS::SQS::QueuePolicy": self._queue_policy,
+            "AWS::SNS::TopicPolicy": self._topic_policy,
+            "AWS::S3::BucketPolicy": self._bucket_policy,
         }.get(kind)
         if handler is None:
             why = SKIPPED_TYPES.get(kind)
@@ -348,7 +389,53 @@ class Provisioner:
         url = self.sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         arn = _arn("sqs", name)
         self.topology.queues[name] = url
+        self.topology.iam.queues.append(arn)
         return Physical(ref=url, attrs={"Arn": arn, "QueueName": name, "QueueUrl": url})
+
+    # IAM: recorded for the emulator's enforcement (local.iam_enforcer), not created in moto ----------
+
+    def _role(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        name = props.get("RoleName") or _generated_name(stack.name, logical_id)
+        arn = f"arn:aws:iam::{ACCOUNT_ID}:role{props.get('Path', '/')}{name}"
+        iam = self.topology.iam
+        iam.roles[name] = arn
+        policies = iam.role_policies.setdefault(name, [])
+        for policy in props.get("Policies", []):
+            policies.append({"name": f"{stack.name}/{logical_id}/{policy['PolicyName']}",
+                             "document": policy["PolicyDocument"]})  # fmt: skip
+        for managed in props.get("ManagedPolicyArns", []):
+            # AWS-managed policies' documents are not in the templates; a role that needs one would be
+            # denied here what AWS allows, so say so instead of guessing.
+            self.topology.notes.append(f"role {name}: managed policy {managed} is not evaluated (no grants)")
+        return Physical(ref=name, attrs={"Arn": arn, "RoleId": f"AROA{logical_id[:16].upper()}"})
+
+    def _policy(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        policy_name = str(props.get("PolicyName") or props.get("ManagedPolicyName") or logical_id)
+        for role in props.get("Roles", []):
+            self.topology.iam.role_policies.setdefault(str(role), []).append(
+                {"name": f"{stack.name}/{logical_id}", "document": props["PolicyDocument"]}
+            )
+        return Physical(ref=policy_name, attrs={"Id": policy_name})
+
+    def _resource_policy(self, stack: Stack, logical_id: str, arns: list[str], document: Any) -> Physical:
+        for arn in arns:
+            self.topology.iam.resource_policies.setdefault(arn, []).append(
+                {"name": f"{stack.name}/{logical_id}", "document": document}
+            )
+        return Physical(ref=f"{stack.name}-{logical_id}")
+
+    def _queue_policy(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        arns = [_arn("sqs", str(url).rstrip("/").rsplit("/", 1)[-1]) for url in props["Queues"]]
+        return self._resource_policy(stack, logical_id, arns, props["PolicyDocument"])
+
+    def _topic_policy(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        return self._resource_policy(
+            stack, logical_id, [str(t) for t in props["Topics"]], props["PolicyDocument"]
+        )
+
+    def _bucket_policy(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        arn = f"arn:aws:s3:::{props['Bucket']}"
+        return self._resource_policy(stack, logical_id, [arn], props["PolicyDocument"])
 
     def _topic(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
         name = props.get("TopicName") or _generated_name(stack.name, logical_id, 256)
@@ -474,6 +561,7 @@ class Provisioner:
             if directory is not None:
                 layer_dirs.append(directory)
         env = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+        self.topology.iam.function_roles[name] = str(props["Role"])
         self.topology.functions[name] = FunctionSpec(
             name=name,
             logical_id=logical_id,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from local.emulator import _die_with_parent, aws_env
+from local.iam import access_key_for
 from local.provision import FunctionSpec
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -215,6 +216,8 @@ class FunctionRuntime:
             "PYTHONPATH": str(PROJECT_ROOT),
             "PYTHONUNBUFFERED": "1",
             **aws_env(endpoint),
+            # Its own credentials: the emulator authorizes every call against the function's role.
+            "AWS_ACCESS_KEY_ID": access_key_for(spec.name),
             "AWS_LAMBDA_FUNCTION_NAME": spec.name,
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory),

@@ -33,6 +33,7 @@ from local.fakes import (
     knobs_from_env,
 )
 from local.http_api import HttpApi
+from local.iam_report import DenialWatcher, enforce
 from local.mappings import DuplicateDelivery, Mappings
 from local.provision import Provisioner, Topology
 from local.runtime import PROJECT_ROOT, Runtime
@@ -85,6 +86,7 @@ class Sandbox:
         self.eventbridge: EventBridge | None = None
         self.clock: SchedulerClock | None = None
         self.control: ControlServer | None = None
+        self.denials: DenialWatcher | None = None
 
     @property
     def endpoint(self) -> str:
@@ -159,6 +161,16 @@ class Sandbox:
             f"runtime: {len(self.topology.functions)} functions, up to {cfg.max_workers_per_function} "
             f"warm workers each; logs in {cfg.log_dir}/"
         )
+        loaded = enforce(self.endpoint, self.topology)
+        self.log(
+            f"IAM: enforced. Each function signs with its own credentials and every AWS call it (or its "
+            f"event source mapping) makes is authorized against its synthesized role: "
+            f"{loaded['functions']} roles, {loaded['resourcePolicies']} queue/topic/bucket policies "
+            "(SNS deliveries too). Denials are printed here as `IAM denied: …`; "
+            "`python -m local iam-report` lists unused grants."
+        )
+        self.denials = DenialWatcher(self.endpoint, self.log)
+        self.denials.start()
         self.mappings = Mappings(
             self.topology.mappings,
             self.runtime,
@@ -307,6 +319,12 @@ class Sandbox:
         self.invoices.stop()
         self.reports.stop()
         self.webhook.stop()
+        if self.denials is not None:
+            self.denials.close()
+            try:
+                self.denials.poll()  # the last ones, before the emulator goes
+            except OSError:
+                pass
         self.emulator.stop()
         if self.config.write_state and STATE_FILE.exists():
             try:

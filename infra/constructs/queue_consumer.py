@@ -6,8 +6,8 @@ Defaults it owns (each has one infra test named after it):
 - batch size, batching window and maximum concurrency come from the stage config;
 - the queue's visibility timeout is raised to at least 6 × the function timeout (AWS guidance: a batch
   that is retried by Lambda's poller must not become visible again while a previous attempt still runs);
-- Python (the version CI tests on, see `infra/constructs/layers.py`), arm64, kernel + dependency layers, a log group with
-  retention, Powertools service/namespace/log level from config;
+- Python (the version CI tests on: `infra/constructs/layers.py`), arm64, kernel + dependency layers,
+  a log group with retention, Powertools service/namespace/log level from config;
 - least privilege: its own role, consuming its own queue and sending to its own DLQ (parking) only.
 """
 

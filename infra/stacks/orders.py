@@ -73,16 +73,20 @@ class OrdersStack(RelayStack):
         payment_events.subscribe(paid_q, filter_policy=_event_type(PAID_ORDER_EVENTS))
         self.topic = topic
 
-        tables = {
-            "ORDERS_TABLE": orders.table_name,
-            "INVENTORY_TABLE": inventory.table_name,
-            "IDEMPOTENCY_TABLE": idempotency.table_name,
-        }
+        # Each function is told only of the tables it uses, and granted exactly those
+        # (tests/infra/test_grants.py holds the two together).
+        orders_env = {"ORDERS_TABLE": orders.table_name}
+        inventory_env = {"INVENTORY_TABLE": inventory.table_name}
+        idempotency_env = {"IDEMPOTENCY_TABLE": idempotency.table_name}
         api_fn = RelayFunction(
             self,
             "Api",
             handler="orders.api.handler",
-            environment={**tables, "MAX_ORDER_ITEMS": str(settings.max_order_items)},
+            environment={
+                **orders_env,
+                **idempotency_env,
+                "MAX_ORDER_ITEMS": str(settings.max_order_items),
+            },
             description="POST /orders, GET /orders/{orderId}, POST /orders/{orderId}/cancel",
         )
         orders.grant_read_write_data(api_fn.function)
@@ -105,7 +109,7 @@ class OrdersStack(RelayStack):
             table=orders,
             topic=topic,
             handler="orders.outbox_publisher.handler",
-            environment=tables,
+            environment=orders_env,
         )
 
         webhook = {
@@ -117,7 +121,7 @@ class OrdersStack(RelayStack):
             "InventoryWorker",
             queue=inventory_q,
             handler="orders.inventory.handler",
-            environment=tables,
+            environment={**orders_env, **inventory_env, **idempotency_env},
             description="OrderCreated / OrderCancelled → reserve / release stock exactly once",
         )
         notifier = QueueConsumer(
@@ -125,7 +129,7 @@ class OrdersStack(RelayStack):
             "Notifier",
             queue=notify_q,
             handler="orders.notifier.handler",
-            environment={**tables, **webhook},
+            environment={**idempotency_env, **webhook},
             description="customer notifications, once per event",
         )
         analytics = QueueConsumer(
@@ -133,7 +137,7 @@ class OrdersStack(RelayStack):
             "AnalyticsWriter",
             queue=analytics_q,
             handler="orders.analytics.handler",
-            environment={**tables, "ANALYTICS_BUCKET": analytics_bucket.bucket_name},
+            environment={"ANALYTICS_BUCKET": analytics_bucket.bucket_name},
             description="every order event → one S3 object per eventId",
         )
         paid = QueueConsumer(
@@ -141,15 +145,15 @@ class OrdersStack(RelayStack):
             "PaidOrders",
             queue=paid_q,
             handler="orders.paid_orders.handler",
-            environment=tables,
+            environment={**orders_env, **idempotency_env},
             description="PaymentCompleted → order PAID once + OrderPaid",
         )
-        for consumer in (inventory_fn, notifier, analytics, paid):
+        # Analytics needs no marker: its S3 object per eventId, written only if absent, is the record.
+        for consumer in (inventory_fn, notifier, paid):
             idempotency.grant_read_write_data(consumer.function)
         for consumer in (inventory_fn, paid):
             orders.grant_read_write_data(consumer.function)
         inventory.grant_read_write_data(inventory_fn.function)
-        orders.grant_read_data(notifier.function)
         archive.grant_prefix(
             analytics.role,
             ANALYTICS_PREFIX,

@@ -81,6 +81,9 @@ class PaymentsStack(RelayStack):
             description="POST /payments (202 + operationId), GET /operations/{operationId}",
         )
         operations.grant_read_write_data(api_fn.function)
+        # A client's Idempotency-Key: read to answer a retry, put (conditionally, in the operation's
+        # transaction) to bind it. Without this every keyed POST /payments was AccessDenied on AWS.
+        idempotency.grant(api_fn.function, "dynamodb:GetItem", "dynamodb:PutItem")
         claim_checks.grant_prefix(api_fn.role, CLAIM_CHECK_PREFIX, read=False, why=CLAIM_CHECK_GRANT)
         self.http = HttpApi(
             self,
@@ -99,7 +102,7 @@ class PaymentsStack(RelayStack):
             table=operations,
             topic=topic,
             handler="payments.outbox_publisher.handler",
-            environment=common,
+            environment={"OPERATIONS_TABLE": operations.table_name},
         )
 
         worker = QueueConsumer(

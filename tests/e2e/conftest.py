@@ -24,3 +24,21 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         config.cdk_out = Path(os.environ["RELAY_CDK_OUT"]).resolve()
     with Sandbox(config, log=lambda *_: None) as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def no_iam_denials(request: pytest.FixtureRequest) -> Iterator[None]:
+    """IAM is enforced in the sandbox: a call AWS would deny fails the test that made it, with the
+    denial, unless the test is about denials (``@pytest.mark.iam_denials``)."""
+    if "sandbox" not in request.fixturenames or request.node.get_closest_marker("iam_denials"):
+        yield
+        return
+    from local.iam_report import denials
+
+    running: Sandbox = request.getfixturevalue("sandbox")
+    before = len(denials(running.endpoint))
+    yield
+    new = denials(running.endpoint)[before:]
+    assert not new, "calls denied by IAM (missing grants?):\n" + "\n".join(
+        f"  {d['function']}: {d['action']} on {d['resource']} {d['reason']}" for d in new
+    )

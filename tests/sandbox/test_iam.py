@@ -1,0 +1,341 @@
+"""IAM in the sandbox: the evaluator's rules (``local.iam``), what each request needs
+(``local.iam_requests``), and the emulator's answers to a denied call (``local.iam_enforcer``), checked
+through botocore against a real moto server so the error codes are the ones the kernel sees."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
+from local import iam_enforcer
+from local.emulator import ACCOUNT_ID, REGION, free_port
+from local.iam import Caller, PolicyError, Principal, decide, matches, parse_policy
+from local.iam_requests import Request, checks_for
+
+ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/worker-role"
+CALLER = Caller("worker", f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/worker-role/worker", ACCOUNT_ID, ROLE)
+CONTEXT = {"aws:securetransport": ["true"], "aws:principalarn": [ROLE]}
+TABLE = f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/orders"
+
+
+def principal(*statements: dict[str, Any]) -> Principal:
+    return Principal(CALLER, parse_policy({"Statement": list(statements)}, "policy"))
+
+
+def allow(action: Any, resource: Any, **extra: Any) -> dict[str, Any]:
+    return {"Effect": "Allow", "Action": action, "Resource": resource, **extra}
+
+
+# -- the evaluator ---------------------------------------------------------------------------------------
+
+
+def test_actions_match_case_insensitively_with_wildcards_and_resources_case_sensitively() -> None:
+    assert matches("dynamodb:Get*", "DynamoDB:GetItem", ignore_case=True)
+    assert not matches("dynamodb:Get*", "dynamodb:PutItem", ignore_case=True)
+    assert matches("arn:aws:s3:::bucket/payments/*", "arn:aws:s3:::bucket/payments/op/1/request.json")
+    assert not matches("arn:aws:s3:::bucket/payments/*", "arn:aws:s3:::bucket/Payments/x")
+    assert matches("arn:aws:sqs:*:123:q?", "arn:aws:sqs:us-east-1:123:q1")
+
+
+def test_a_grant_on_one_table_does_not_allow_another() -> None:
+    p = principal(allow(["dynamodb:GetItem", "dynamodb:PutItem"], TABLE))
+    assert decide(p, CALLER, "dynamodb:PutItem", TABLE, CONTEXT).allowed
+    other = decide(p, CALLER, "dynamodb:PutItem", TABLE.replace("orders", "idempotency"), CONTEXT)
+    assert not other.allowed
+    assert other.reason == "because no identity-based policy allows the dynamodb:PutItem action"
+    assert not decide(p, CALLER, "dynamodb:DeleteItem", TABLE, CONTEXT).allowed
+
+
+def test_an_explicit_deny_wins_over_an_allow_and_resource_policies_deny_too() -> None:
+    p = principal(allow("sqs:*", "*"))
+    tls_only = parse_policy(
+        {
+            "Statement": [
+                {
+                    "Effect": "Deny",
+                    "Principal": {"AWS": "*"},
+                    "Action": "sqs:*",
+                    "Resource": "arn:aws:sqs:us-east-1:123456789012:q",
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                }
+            ]
+        },
+        "queue-policy",
+        resource_policy=True,
+    )
+    queue = "arn:aws:sqs:us-east-1:123456789012:q"
+    assert decide(p, CALLER, "sqs:SendMessage", queue, CONTEXT, tls_only).allowed
+    plain_http = {**CONTEXT, "aws:securetransport": ["false"]}
+    denied = decide(p, CALLER, "sqs:SendMessage", queue, plain_http, tls_only)
+    assert not denied.allowed and denied.explicit_deny
+    assert "explicit deny in a resource-based policy" in denied.reason
+
+
+def test_a_resource_policy_alone_admits_the_service_it_names_under_its_conditions() -> None:
+    topic = "arn:aws:sns:us-east-1:123456789012:events"
+    queue_policy = parse_policy(
+        {
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "sns.amazonaws.com"},
+                    "Action": "sqs:SendMessage",
+                    "Resource": "arn:aws:sqs:us-east-1:123456789012:q",
+                    "Condition": {"ArnEquals": {"aws:SourceArn": topic}},
+                }
+            ]
+        },
+        "queue-policy",
+        resource_policy=True,
+    )
+    sns = Caller("sns.amazonaws.com", "sns.amazonaws.com", ACCOUNT_ID, service="sns.amazonaws.com")
+    queue = "arn:aws:sqs:us-east-1:123456789012:q"
+    ok = decide(None, sns, "sqs:SendMessage", queue, {"aws:sourcearn": [topic]}, queue_policy)
+    assert ok.allowed
+    other_topic = {"aws:sourcearn": [topic + "-other"]}
+    assert not decide(None, sns, "sqs:SendMessage", queue, other_topic, queue_policy).allowed
+    # The same policy does not admit a function's role.
+    assert not decide(principal(), CALLER, "sqs:SendMessage", queue, CONTEXT, queue_policy).allowed
+
+
+def test_conditions_missing_keys_if_exists_and_negation() -> None:
+    def with_condition(condition: dict[str, Any]) -> Principal:
+        return principal(allow("s3:GetObject", "*", Condition=condition))
+
+    get = ("s3:GetObject", "arn:aws:s3:::b/k")
+    assert not decide(
+        with_condition({"StringEquals": {"aws:SourceAccount": "1"}}), CALLER, *get, CONTEXT
+    ).allowed
+    assert decide(
+        with_condition({"StringEqualsIfExists": {"aws:SourceAccount": "1"}}), CALLER, *get, CONTEXT
+    ).allowed
+    assert decide(
+        with_condition({"StringNotEquals": {"aws:SourceAccount": "1"}}), CALLER, *get, CONTEXT
+    ).allowed
+    assert decide(with_condition({"Null": {"aws:SourceAccount": "true"}}), CALLER, *get, CONTEXT).allowed
+    assert decide(
+        with_condition({"StringLike": {"aws:PrincipalArn": "*:role/worker-*"}}), CALLER, *get, CONTEXT
+    ).allowed
+
+
+def test_a_condition_operator_the_sandbox_cannot_evaluate_fails_the_model_instead_of_guessing() -> None:
+    with pytest.raises(PolicyError, match="DateGreaterThan is not evaluated"):
+        principal(allow("s3:GetObject", "*", Condition={"DateGreaterThan": {"aws:CurrentTime": "2020"}}))
+
+
+# -- what a request needs ----------------------------------------------------------------------------------
+
+
+def _request(service: str, target: str = "", body: Any = None, **kwargs: Any) -> Request:
+    headers = {"x-amz-target": target} if target else {}
+    raw = json.dumps(body).encode() if isinstance(body, dict) else (body or b"")
+    defaults: dict[str, Any] = {"method": "POST", "path": "/", "query": ""}
+    defaults.update(kwargs)
+    return Request(service=service, headers=headers, body=raw, region=REGION, account=ACCOUNT_ID, **defaults)
+
+
+def test_transact_write_items_needs_the_per_item_action_on_each_table() -> None:
+    body = {
+        "TransactItems": [
+            {"Put": {"TableName": "orders", "Item": {}}},
+            {"Update": {"TableName": "idempotency", "Key": {}, "UpdateExpression": "SET a = :a"}},
+            {"ConditionCheck": {"TableName": "inventory", "Key": {}, "ConditionExpression": "x"}},
+            {"Delete": {"TableName": "orders", "Key": {}}},
+        ]
+    }
+    checks = checks_for(_request("dynamodb", "DynamoDB_20120810.TransactWriteItems", body))
+    assert [(c.action, c.resource.rsplit("/", 1)[-1]) for c in checks] == [
+        ("dynamodb:PutItem", "orders"),
+        ("dynamodb:UpdateItem", "idempotency"),
+        ("dynamodb:ConditionCheckItem", "inventory"),
+        ("dynamodb:DeleteItem", "orders"),
+    ]
+
+
+def test_queries_on_an_index_need_the_index_arn_and_streams_the_stream_arn() -> None:
+    query = checks_for(
+        _request("dynamodb", "DynamoDB_20120810.Query", {"TableName": "t", "IndexName": "byDeadline"})
+    )
+    assert query[0].resource.endswith(":table/t/index/byDeadline")
+    stream = f"{TABLE}/stream/2026-12-01T00:00:00.000"
+    records = checks_for(
+        _request("dynamodb", "DynamoDBStreams_20120810.GetRecords", {"ShardIterator": f"{stream}|1|abc"})
+    )
+    assert records[0].action == "dynamodb:GetRecords" and records[0].resource == stream
+
+
+def test_sqs_batches_sns_publishes_and_s3_objects_map_to_their_iam_actions() -> None:
+    url = f"http://127.0.0.1:4566/{ACCOUNT_ID}/work"
+    batch = checks_for(_request("sqs", "AmazonSQS.DeleteMessageBatch", {"QueueUrl": url, "Entries": []}))
+    assert batch[0].action == "sqs:DeleteMessage" and batch[0].resource.endswith(f":{ACCOUNT_ID}:work")
+    publish = checks_for(
+        _request(
+            "sns", body=b"Action=PublishBatch&TopicArn=arn%3Aaws%3Asns%3Aus-east-1%3A1%3At&Version=2010-03-31"
+        )
+    )
+    assert (publish[0].action, publish[0].resource) == ("sns:Publish", "arn:aws:sns:us-east-1:1:t")
+    head = checks_for(_request("s3", method="HEAD", path="/bucket/payments/op/request.json"))
+    assert (head[0].action, head[0].resource) == (
+        "s3:GetObject",
+        "arn:aws:s3:::bucket/payments/op/request.json",
+    )
+    listing = checks_for(_request("s3", method="GET", path="/bucket", query="list-type=2&prefix=x"))
+    assert (listing[0].action, listing[0].resource) == ("s3:ListBucket", "arn:aws:s3:::bucket")
+
+
+# -- the emulator's answers, through botocore ----------------------------------------------------------
+
+
+@pytest.fixture
+def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    remove = iam_enforcer.install()
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")).read()
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+        remove()
+
+
+def _client(service: str, endpoint: str, key: str = "testing") -> Any:
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=key,
+        aws_secret_access_key="testing",
+        config=Config(retries={"max_attempts": 1}),
+    )
+
+
+def _put_model(endpoint: str, statements: list[dict[str, Any]], resource_policies: dict[str, Any]) -> None:
+    model = {
+        "account": ACCOUNT_ID,
+        "region": REGION,
+        "functions": [
+            {
+                "function": "worker",
+                "accessKeyId": "ASIAWORKER",
+                "role": ROLE,
+                "policies": [{"name": "worker/DefaultPolicy", "document": {"Statement": statements}}],
+            }
+        ],
+        "resourcePolicies": resource_policies,
+        "queues": [],
+    }
+    request = urllib.request.Request(
+        f"{endpoint}/_relay/iam/model", data=json.dumps(model).encode(), method="PUT"
+    )
+    with urllib.request.urlopen(request) as response:
+        assert json.loads(response.read())["functions"] == 1
+
+
+def _code(call: Any) -> tuple[str, str]:
+    with pytest.raises(ClientError) as caught:
+        call()
+    return caught.value.response["Error"]["Code"], caught.value.response["Error"].get("Message", "")
+
+
+def test_a_denied_call_fails_with_the_error_code_botocore_surfaces_on_aws(emulator: str) -> None:
+    admin = {s: _client(s, emulator) for s in ("dynamodb", "sqs", "sns", "s3", "secretsmanager")}
+    admin["dynamodb"].create_table(
+        TableName="orders",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    url = admin["sqs"].create_queue(QueueName="work")["QueueUrl"]
+    topic = admin["sns"].create_topic(Name="events")["TopicArn"]
+    admin["s3"].create_bucket(Bucket="claims")
+    admin["s3"].put_object(Bucket="claims", Key="payments/present", Body=b"{}")
+    admin["secretsmanager"].create_secret(Name="api-key", SecretString="s3cr3t")
+    _put_model(
+        emulator,
+        [allow("dynamodb:GetItem", TABLE), allow("s3:GetObject", "arn:aws:s3:::claims/payments/*")],
+        {},
+    )
+    fn = {s: _client(s, emulator, "ASIAWORKER") for s in admin}
+
+    fn["dynamodb"].get_item(TableName="orders", Key={"pk": {"S": "x"}})  # granted
+    code, message = _code(lambda: fn["dynamodb"].put_item(TableName="orders", Item={"pk": {"S": "x"}}))
+    assert code == "AccessDeniedException"
+    assert message == (
+        "User: arn:aws:sts::123456789012:assumed-role/worker-role/worker is not authorized to perform: "
+        f"dynamodb:PutItem on resource: {TABLE} "
+        "because no identity-based policy allows the dynamodb:PutItem action"
+    )
+    transact = [{"Put": {"TableName": "orders", "Item": {"pk": {"S": "y"}}}}]
+    assert (
+        _code(lambda: fn["dynamodb"].transact_write_items(TransactItems=transact))[0]
+        == "AccessDeniedException"
+    )
+    assert _code(lambda: fn["sqs"].send_message(QueueUrl=url, MessageBody="{}"))[0] == "AccessDenied"
+    assert _code(lambda: fn["sns"].publish(TopicArn=topic, Message="{}"))[0] == "AuthorizationError"
+    assert (
+        _code(lambda: fn["s3"].put_object(Bucket="claims", Key="payments/x", Body=b"{}"))[0] == "AccessDenied"
+    )
+    assert _code(lambda: fn["s3"].head_object(Bucket="claims", Key="other/x"))[0] == "403"
+    assert (
+        _code(lambda: fn["secretsmanager"].get_secret_value(SecretId="api-key"))[0] == "AccessDeniedException"
+    )
+    # Nothing denied reached moto: the item and the message were never written.
+    assert "Item" not in admin["dynamodb"].get_item(TableName="orders", Key={"pk": {"S": "y"}})
+    assert (
+        admin["sqs"].get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+            "Attributes"
+        ]["ApproximateNumberOfMessages"]
+        == "0"
+    )
+
+    # S3 answers 403, not 404, for a missing key to a caller that may not list the bucket.
+    assert fn["s3"].get_object(Bucket="claims", Key="payments/present")["Body"].read() == b"{}"
+    assert _code(lambda: fn["s3"].get_object(Bucket="claims", Key="payments/missing"))[0] == "AccessDenied"
+    assert _code(lambda: admin["s3"].get_object(Bucket="claims", Key="payments/missing"))[0] == "NoSuchKey"
+
+    denials = json.loads(urllib.request.urlopen(f"{emulator}/_relay/iam/denials").read())
+    assert {(d["function"], d["action"]) for d in denials} >= {
+        ("worker", "dynamodb:PutItem"),
+        ("worker", "sqs:SendMessage"),
+        ("worker", "sns:Publish"),
+        ("worker", "s3:PutObject"),
+        ("worker", "secretsmanager:GetSecretValue"),
+        ("worker", "s3:ListBucket"),
+    }
+
+
+def test_the_usage_report_names_grants_never_used(emulator: str) -> None:
+    admin = _client("dynamodb", emulator)
+    admin.create_table(
+        TableName="orders",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    _put_model(emulator, [allow(["dynamodb:GetItem", "dynamodb:DeleteItem"], TABLE)], {})
+    _client("dynamodb", emulator, "ASIAWORKER").get_item(TableName="orders", Key={"pk": {"S": "x"}})
+    report = json.loads(urllib.request.urlopen(f"{emulator}/_relay/iam/report").read())
+    (worker,) = report["functions"]
+    uses = {g["action"]: g["uses"] for g in worker["grants"]}
+    assert uses == {"dynamodb:GetItem": 1, "dynamodb:DeleteItem": 0}
+    assert worker["calls"] == {f"dynamodb:GetItem {TABLE}": 1}
+
+
+def test_requests_signed_with_other_keys_are_not_restricted(emulator: str) -> None:
+    _put_model(emulator, [], {})
+    _client("sqs", emulator).create_queue(QueueName="operator-made")  # the sandbox's own glue, or an operator
+    assert (
+        _code(lambda: _client("sqs", emulator, "ASIAWORKER").create_queue(QueueName="x"))[0] == "AccessDenied"
+    )
