@@ -15,14 +15,14 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
-PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench
+PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: help install lint typecheck synth cfn-lint pytest test bench demo local deploy diff clean
+.PHONY: help install lock check-locks lint typecheck synth cfn-lint checkov pytest test bench demo local deploy diff clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
 
-# uv installs the pinned requirements (pip took ~90 s of a fresh `make demo`; uv ~30 s, nearly all of
+# uv installs the locked requirements (pip took ~90 s of a fresh `make demo`; uv ~30 s, nearly all of
 # it compiling the packages to bytecode, which synth and every sandbox worker then import quickly).
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode
@@ -42,15 +42,30 @@ $(VENV)/python-$(PYTHON_VERSION):
 $(BIN)/uv: $(VENV)/python-$(PYTHON_VERSION)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
+# Every requirements*.txt has a lock beside it (`make lock` writes them: scripts/locks.py): every package
+# pinned, with its hashes. .venv is installed from the locks, never from the .txt files, after checking
+# that the lock is the one its .txt (and what it includes) was resolved to. `uv pip install`, not `sync`:
+# the two steps add to one .venv (the dev lock holds the sandbox lock's packages at the same versions),
+# and a sync to the sandbox lock would remove the dev tools, pip and uv itself.
+LOCKS := $(BIN)/python scripts/locks.py
+
 # What the sandbox and synth need: enough for `make demo` and `make local`.
-$(BIN)/.sandbox-installed: $(BIN)/uv requirements-sandbox.txt requirements.txt layers/dependencies/requirements.txt
-	$(UV) -r requirements-sandbox.txt
+$(BIN)/.sandbox-installed: $(BIN)/uv requirements-sandbox.lock requirements-sandbox.txt requirements.txt layers/dependencies/requirements.txt
+	$(LOCKS) check requirements-sandbox.lock
+	$(UV) --require-hashes -r requirements-sandbox.lock
 	touch $@
 
 # Everything, test and lint tools included.
-$(BIN)/.installed: $(BIN)/.sandbox-installed requirements-dev.txt
-	$(UV) -r requirements-dev.txt
+$(BIN)/.installed: $(BIN)/.sandbox-installed requirements-dev.lock requirements-dev.txt
+	$(LOCKS) check requirements-dev.lock
+	$(UV) --require-hashes -r requirements-dev.lock
 	touch $@
+
+lock: $(BIN)/uv ## re-resolve every requirements*.txt to its .lock, with hashes (UPGRADE=1: newest versions allowed)
+	$(LOCKS) lock --uv $(BIN)/uv $(if $(UPGRADE),--upgrade)
+
+check-locks: $(VENV)/python-$(PYTHON_VERSION) ## fail, naming the file, when a requirements file and its lock disagree
+	$(LOCKS) check
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -63,7 +78,7 @@ lint: $(BIN)/.installed ## ruff lint + format check
 	$(BIN)/ruff format --check $(PYTHON_SOURCES)
 
 typecheck: $(BIN)/.installed ## mypy (strict) on the kernel, the functions, the sandbox and the infra
-	$(BIN)/mypy layers/relay/python/relay functions local infra ops
+	$(BIN)/mypy layers/relay/python/relay functions local infra ops scripts
 
 synth: install ## synthesize every stack to cdk.out/ with cdk-nag and the Relay guards on
 	npx cdk synth --quiet -c stage=$(STAGE)
@@ -71,10 +86,24 @@ synth: install ## synthesize every stack to cdk.out/ with cdk-nag and the Relay 
 cfn-lint: synth ## cfn-lint every synthesized template (errors fail)
 	$(BIN)/cfn-lint --non-zero-exit-code error -- cdk.out/*.template.json
 
+# checkov pins boto3/botocore 1.35.x, older than the app's, so it gets a venv of its own, installed from
+# its own lock (resolved on its own, not with the dev set).
+CHECKOV_VENV := .venv-checkov
+$(CHECKOV_VENV)/.installed: $(BIN)/uv requirements-checkov.lock requirements-checkov.txt
+	$(LOCKS) check requirements-checkov.lock
+	test -x $(CHECKOV_VENV)/bin/python || $(BIN)/python -m venv $(CHECKOV_VENV)
+	$(BIN)/uv pip install --python $(CHECKOV_VENV)/bin/python --quiet --require-hashes -r requirements-checkov.lock
+	touch $@
+
+checkov: synth $(CHECKOV_VENV)/.installed ## checkov every synthesized template (a failed check fails; skips and their reasons: .checkov.yaml)
+	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f cdk.out/*.template.json
+	@skipped="$$(sed -nE 's/^  - (CKV[A-Z0-9_]+).*/\1/p' .checkov.yaml | paste -sd ' ')"; \
+	  echo "checkov: $$(wc -w <<<"$$skipped") checks skipped for the whole app (skip-check in .checkov.yaml, each with its reason): $$skipped"
+
 pytest: $(BIN)/.installed ## run the whole pytest suite
 	$(BIN)/python -m pytest -q
 
-test: lint typecheck cfn-lint pytest ## everything CI runs: lint, types, synth + nag + guards, cfn-lint, pytest
+test: check-locks lint typecheck cfn-lint checkov pytest ## everything CI runs: locks, lint, types, synth + nag + guards, cfn-lint, checkov, pytest
 
 bench: install ## print benchmark figures (never asserted)
 	$(BIN)/python bench/synth_bench.py
@@ -93,5 +122,5 @@ deploy: synth ## deploy every stack to the AWS account in your credentials (STAG
 diff: install ## show what a deploy would change
 	npx cdk diff --all -c stage=$(STAGE)
 
-clean: ## remove build output (keeps .venv and node_modules)
+clean: ## remove build output (keeps .venv, .venv-checkov and node_modules)
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -1,5 +1,7 @@
 """Patches that make moto usable as a long-running emulator. Shared by the sandbox's moto server process
-and the in-process pipeline test, so both run the same code.
+and the in-process pipeline test, so both run the same code. Each patch replaces internals of moto 5.2.5
+(patch 8 also of werkzeug 3.1.9's development server), which change between releases without notice:
+`PATCHED_VERSIONS` names them, requirements-sandbox.txt pins them, and `install_for_server` refuses others.
 
 1. moto keeps every model object it ever creates for its `/moto-api` dashboard (each received SQS
    message copy, each stream shard iterator): memory and CPU grow without bound in a long run.
@@ -35,7 +37,7 @@ and the in-process pipeline test, so both run the same code.
    one ReceiveMessage took half a second: a backlog fed on itself. The patch reads the retention period
    directly, computes the attributes once per call, and tells visibility from `time.time()` (what
    moto's `unix_time_millis` computes through datetimes).
-8. werkzeug's development server, which moto's server runs on, answers every request with
+8. werkzeug's (3.1.9) development server, which moto's server runs on, answers every request with
    `Connection: close` (http.server cannot drain an unread request body before the next request
    line). Every AWS call then cost a new TCP connection on both sides and a new server thread: the
    sandbox's clients opened ~70 connections a second. The server's request handler reads each
@@ -58,8 +60,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# The versions the patches were written and tested for (tests/sandbox/test_moto_patches.py). A new version
+# means re-reading the patched code: then bump them here and in requirements-sandbox.txt together.
+PATCHED_VERSIONS = {"moto": "5.2.5", "werkzeug": "3.1.9"}
+
 _WRITE_LOCK = threading.RLock()
 _WRITES = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+# Reads take the same lock, so none sees a transaction half-committed. TransactGetItems is read item
+# by item by moto's request handler: it is locked there, so a transaction cannot commit between two.
+_READS = ("get_item", "query", "scan")
 
 
 def untrack_models() -> None:
@@ -71,11 +80,143 @@ def untrack_models() -> None:
     BaseModel.__new__ = _untracked_new  # type: ignore[method-assign]
 
 
-def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-    from moto.dynamodb.comparisons import get_filter_expression as condition_of
+class _Cancelled(Exception):
+    """One action's cancellation reason (code, message, ALL_OLD item)."""
+
+    def __init__(self, code: str, message: str, item: dict[str, Any] | None = None) -> None:
+        super().__init__(code, message)
+        self.reason = (code, message, item)
+
+
+def _item_dependent_errors() -> tuple[type[Exception], ...]:
+    """The failures of a write that depend on the stored item (or on a key's type). DynamoDB cancels
+    the transaction with a ``ValidationError`` reason for that action; what is invalid as sent
+    (syntax, an undefined placeholder, a Put over 400 KB, a missing key attribute) stays a plain
+    ValidationException for the whole request."""
+    from moto.dynamodb import exceptions as e
+
+    return (
+        e.IncorrectOperandType,  # SET n = n + :one on a string, list_append on a non-list
+        e.IncorrectDataType,  # ADD / DELETE on an attribute of another type
+        e.AttributeDoesNotExist,  # SET n = n + :one where n is missing
+        e.InvalidUpdateExpressionInvalidDocumentPath,  # SET m.a = :v where m is missing
+        e.ItemSizeToUpdateTooLarge,  # the updated item would exceed 400 KB
+        e.InvalidAttributeTypeError,  # a table or index key of the wrong type
+        e.ProvidedKeyDoesNotExist,  # a Key of the wrong type
+    )
+
+
+def _new_item(table: Any, attrs: dict[str, Any]) -> Any:
+    """The item a PutItem of ``attrs`` would store, with moto's own checks (``Table.put_item``)."""
+    from moto.dynamodb.exceptions import InvalidAttributeTypeError, MockValidationException
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    for attr in (table.hash_key_attr, table.range_key_attr):
+        if attr is not None and attr not in attrs:
+            raise MockValidationException(
+                f"One or more parameter values were invalid: Missing the key {attr} in the item"
+            )
+    hash_key = DynamoType(attrs[table.hash_key_attr])
+    range_key = DynamoType(attrs[table.range_key_attr]) if table.range_key_attr is not None else None
+    if hash_key.type != table.hash_key_type:
+        raise InvalidAttributeTypeError(table.hash_key_attr, table.hash_key_type, hash_key.type)
+    if range_key is not None and range_key.type != table.range_key_type:
+        raise InvalidAttributeTypeError(table.range_key_attr, table.range_key_type, range_key.type)
+    table._validate_item_types(attrs)
+    table._validate_key_sizes(attrs)
+    return Item(hash_key, range_key, attrs)  # raises ItemSizeTooLarge over 400 KB
+
+
+def _updated_item(table: Any, key: dict[str, Any], current: Any, op: dict[str, Any]) -> Any:
+    """The item an UpdateItem would store, computed on a copy: what ``DynamoDBBackend.update_item``
+    does, without touching the stored item."""
+    import copy
+
+    from moto.dynamodb.exceptions import ItemSizeTooLarge, ItemSizeToUpdateTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+    from moto.dynamodb.parsing.executors import UpdateExpressionExecutor
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
+    from moto.dynamodb.parsing.validators import UpdateExpressionValidator
+
+    names: dict[str, str] = op.get("ExpressionAttributeNames") or {}
+    values: dict[str, dict[str, Any]] = op.get("ExpressionAttributeValues") or {}
+    ast = UpdateExpressionParser.make(op["UpdateExpression"])
+    if current is None:
+        # An update creates a missing item; like moto, validate against an empty item first.
+        hash_key = DynamoType(key[table.hash_key_attr])
+        range_key = DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
+        UpdateExpressionValidator(
+            ast,
+            expression_attribute_names=names,
+            expression_attribute_values=values,
+            item=Item(hash_key, range_key, attrs={}),
+            table=table,
+        ).validate()
+        attrs = {a: key[a] for a in (table.hash_key_attr, table.range_key_attr) if a is not None}
+        item = _new_item(table, attrs)
+    else:
+        item = copy.deepcopy(current)
+    validated = UpdateExpressionValidator(
+        ast, expression_attribute_names=names, expression_attribute_values=values, item=item, table=table
+    ).validate()
+    validated.normalize()
+    try:
+        UpdateExpressionExecutor(validated, item, names).execute()
+    except ItemSizeTooLarge:
+        raise ItemSizeToUpdateTooLarge() from None
+    return item
+
+
+def _prepare(backend: Any, op_type: str, op: dict[str, Any], targets: set[tuple[str, str]]) -> Any:
+    """Check one action against the stored state and compute what it writes, changing nothing.
+    Returns ``(table, hash_key, range_key, old_item, new_item)`` for a write (``new_item`` None for a
+    delete), None when there is nothing to write; raises ``_Cancelled`` for a failed condition."""
+    from moto.dynamodb.comparisons import get_filter_expression
     from moto.dynamodb.exceptions import (
         ConditionalCheckFailed,
+        MockValidationException,
         MultipleTransactionsException,
+        ProvidedKeyDoesNotExist,
+    )
+
+    table = backend.get_table(op["TableName"])
+    if op_type == "Put":
+        new = _new_item(table, op["Item"])
+        hash_key, range_key = new.hash_key, new.range_key
+        key = {a: op["Item"][a] for a in (table.hash_key_attr, table.range_key_attr) if a is not None}
+    elif op_type in ("Update", "Delete", "ConditionCheck"):
+        key = op["Key"]
+        hash_key, range_key = backend.get_keys_value(table, key)
+        if hash_key.type != table.hash_key_type or (
+            range_key is not None and range_key.type != table.range_key_type
+        ):
+            raise ProvidedKeyDoesNotExist()
+    else:
+        raise MockValidationException(f"Unsupported transaction action: {op_type}")
+    target = (str(table.name), str(dict(sorted(key.items()))))
+    if target in targets:
+        raise MultipleTransactionsException()
+    targets.add(target)
+
+    current = table.get_item(hash_key, range_key)
+    condition = op.get("ConditionExpression")
+    if condition is not None and not get_filter_expression(
+        condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+    ).expr(current):
+        all_old = current is not None and op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
+        old = current.to_json()["Attributes"] if all_old else None
+        raise _Cancelled("ConditionalCheckFailed", ConditionalCheckFailed().message, old)
+    if op_type == "Put":
+        return table, hash_key, range_key, current, new
+    if op_type == "Update":
+        return table, hash_key, range_key, current, _updated_item(table, key, current, op)
+    if op_type == "Delete" and current is not None:
+        return table, hash_key, range_key, current, None
+    return None  # a ConditionCheck, or a Delete of a missing item (no stream record either)
+
+
+def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+    from moto.dynamodb.exceptions import (
         TooManyTransactionsException,
         TransactionCanceledException,
         TransactWriteSingleOpException,
@@ -83,53 +224,40 @@ def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> No
 
     if len(transact_items) > 100:
         raise TooManyTransactionsException()
+    item_dependent = _item_dependent_errors()
     targets: set[tuple[str, str]] = set()
-    reasons: list[tuple[Any, Any, Any]] = []
-    for item in transact_items:
-        if len(item) > 1:
+    reasons: list[tuple[str | None, str | None, dict[str, Any] | None]] = []
+    writes: list[tuple[Any, Any, Any, Any, Any]] = []
+    # Phase 1: every action is checked and its written item computed, nothing changes. An error
+    # not listed here (a request invalid as sent, a missing table) propagates: nothing was applied.
+    for action in transact_items:
+        if len(action) > 1:
             raise TransactWriteSingleOpException
-        op_type, op = next(iter(item.items()))
-        table_name = op["TableName"]
-        if op_type == "Put":
-            table = self.get_table(table_name)
-            key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
-            if table.range_key_attr is not None:
-                key[table.range_key_attr] = op["Item"][table.range_key_attr]
-        else:
-            key = op["Key"]
-        target = (str(table_name), str(dict(sorted(key.items()))))
-        if target in targets:
-            raise MultipleTransactionsException()
-        targets.add(target)
-        current = self.get_item(table_name, key)
-        condition = op.get("ConditionExpression")
-        if condition is not None and not condition_of(
-            condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
-        ).expr(current):
-            old = (
-                current.to_json()["Attributes"]
-                if current and op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD"
-                else None
-            )
-            reasons.append(("ConditionalCheckFailed", ConditionalCheckFailed(item=old).message, old))
+        op_type, op = next(iter(action.items()))
+        try:
+            write = _prepare(self, op_type, op, targets)
+        except _Cancelled as cancelled:
+            reasons.append(cancelled.reason)
+        except item_dependent as invalid:
+            reasons.append(("ValidationError", str(invalid.message), None))  # type: ignore[attr-defined]
         else:
             reasons.append((None, None, None))
+            if write is not None:
+                writes.append(write)
     if any(code is not None for code, _, _ in reasons):
         raise TransactionCanceledException(reasons)
-    for item in transact_items:
-        op_type, op = next(iter(item.items()))
-        if op_type == "Put":
-            self.put_item(op["TableName"], op["Item"])
-        elif op_type == "Delete":
-            self.delete_item(op["TableName"], op["Key"])
-        elif op_type == "Update":
-            self.update_item(
-                op["TableName"],
-                op["Key"],
-                update_expression=op["UpdateExpression"],
-                expression_attribute_names=op.get("ExpressionAttributeNames"),
-                expression_attribute_values=op.get("ExpressionAttributeValues"),
-            )
+    # Phase 2, which cannot fail: the items, then their stream records, once each, in request
+    # order (a stream reader that then reads an item finds the committed state).
+    for table, hash_key, range_key, _, new in writes:
+        rows = table.items if range_key is None else table.items[hash_key]
+        key = hash_key if range_key is None else range_key
+        if new is None:
+            rows.pop(key)
+        else:
+            rows[key] = new
+    for table, _, _, old, new in writes:
+        if table.stream_shard is not None:
+            table.stream_shard.add(old, new)
 
 
 def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -141,27 +269,29 @@ def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _install_dynamodb() -> dict[str, Callable[..., Any]]:
+def _install_dynamodb() -> list[tuple[type, str, Callable[..., Any]]]:
+    """Patches 2 and 3; returns ``(class, name, original)`` for each method replaced."""
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.responses import DynamoHandler
 
-    originals = {name: getattr(DynamoDBBackend, name) for name in _WRITES}
-    patched = {**originals, "transact_write_items": _transact_write_items}
-    for name, method in patched.items():
-        setattr(DynamoDBBackend, name, _locked(method))
+    originals: list[tuple[type, str, Callable[..., Any]]] = [
+        (DynamoDBBackend, name, getattr(DynamoDBBackend, name)) for name in _WRITES + _READS
+    ]
+    originals.append((DynamoHandler, "transact_get_items", DynamoHandler.transact_get_items))
+    for cls, name, method in originals:
+        setattr(cls, name, _locked(_transact_write_items if name == "transact_write_items" else method))
     return originals
 
 
 @contextmanager
 def fast_atomic_dynamodb() -> Iterator[None]:
     """Install patches 2 and 3 for the duration of the block."""
-    from moto.dynamodb.models import DynamoDBBackend
-
     originals = _install_dynamodb()
     try:
         yield
     finally:
-        for name, method in originals.items():
-            setattr(DynamoDBBackend, name, method)
+        for cls, name, method in originals:
+            setattr(cls, name, method)
 
 
 def fast_routing() -> None:
@@ -475,9 +605,24 @@ def lock_free_backend_lookup() -> Callable[[], None]:
     return remove
 
 
+def check_patched_versions() -> None:
+    """Fail loudly, before patching, when the installed moto or werkzeug is not the version patched."""
+    from importlib.metadata import version
+
+    wrong = [(n, v, version(n)) for n, v in PATCHED_VERSIONS.items() if version(n) != v]
+    if wrong:
+        raise RuntimeError(
+            "local/moto_patches.py patches "
+            + ", ".join(f"{name} {patched} but {name} {found} is installed" for name, patched, found in wrong)
+            + ": `make install` installs the locked versions; to move to others, re-check each patch against "
+            "them and update PATCHED_VERSIONS and requirements-sandbox.txt together"
+        )
+
+
 def install_for_server() -> None:
     """All patches, for the lifetime of a moto server process. (Not through the context manager: a
     generator-based one that is garbage-collected runs its `finally` and would undo the patch.)"""
+    check_patched_versions()
     untrack_models()
     _install_dynamodb()
     fast_routing()

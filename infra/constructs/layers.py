@@ -1,10 +1,12 @@
 """The two Lambda layers every function carries: the reliability kernel and its third-party dependencies.
 
 Both are built without Docker. The dependency layer is bundled locally (`ILocalBundling`) with
-`pip install --platform manylinux2014_aarch64 --only-binary=:all:` for the Lambda runtime's Python
-version, so the wheels match arm64 Lambda whatever machine runs the synth. The asset hash is taken
-from the requirements file and the target Python and platform, so CDK reuses `cdk.out/asset.<hash>` instead of re-running pip
-on every synth.
+`pip install --platform manylinux2014_aarch64 --only-binary=:all: --require-hashes` from its lock,
+`layers/dependencies/requirements.lock` (`make lock` resolves it for arm64 Lambda and Python 3.13, with
+the versions the tests run on: scripts/locks.py), so the wheels match arm64 Lambda whatever machine runs
+the synth and are the files the lock names. The asset hash is taken from the lock's pins and hashes and
+the target Python and platform, so CDK reuses `cdk.out/asset.<hash>` instead of re-running pip on every
+synth.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ _ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".mypy_cache", "python/bin"]
 
 @jsii.implements(ILocalBundling)
 class PipWheelBundling:
-    """Installs a requirements file into `<output>/python` using only prebuilt wheels for arm64 Lambda."""
+    """Installs a lock (every package pinned, with hashes) into `<output>/python` using only prebuilt
+    wheels for arm64 Lambda: only the lock's packages (`--no-deps`), each checked against its hashes."""
 
-    def __init__(self, requirements: Path, python_version: str = RUNTIME_PYTHON_VERSION) -> None:
-        self.requirements = requirements
+    def __init__(self, lock: Path, python_version: str = RUNTIME_PYTHON_VERSION) -> None:
+        self.lock = lock
         self.python_version = python_version
 
     def try_bundle(self, output_dir: str, options: BundlingOptions) -> bool:
@@ -46,13 +49,14 @@ class PipWheelBundling:
         command = [
             sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
             "--no-compile", "--platform", PIP_PLATFORM, "--only-binary=:all:", "--implementation", "cp",
-            "--python-version", self.python_version, "--target", str(target), "-r", str(self.requirements),
+            "--python-version", self.python_version, "--target", str(target),
+            "--require-hashes", "--no-deps", "-r", str(self.lock),
         ]  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
         if result.returncode != 0:
             raise RuntimeError(
                 f"building the dependency layer failed (pip exit {result.returncode}) for "
-                f"{self.requirements}: {result.stderr.strip()[-2000:]}"
+                f"{self.lock}: {result.stderr.strip()[-2000:]}"
             )
         # Lambda loads nothing from these: keep the layer small.
         for pattern in ("bin", "*.dist-info/RECORD"):
@@ -76,14 +80,18 @@ def kernel_layer(scope: Construct, construct_id: str = "KernelLayer") -> lambda_
     )
 
 
-def _dependency_layer_hash(requirements: Path) -> str:
-    digest = hashlib.sha256(requirements.read_bytes())
+def _dependency_layer_hash(lock: Path) -> str:
+    # The lock's pins and hashes, not its comments: its header records the other requirement files it
+    # was resolved with, which change without changing the layer.
+    lines = (line.strip() for line in lock.read_text().splitlines())
+    pins = [line for line in lines if line and not line.startswith("#")]
+    digest = hashlib.sha256("\n".join(pins).encode())
     digest.update(f"{PIP_PLATFORM}/cp{RUNTIME_PYTHON_VERSION}".encode())
     return digest.hexdigest()
 
 
 def dependency_layer(scope: Construct, construct_id: str = "DependencyLayer") -> lambda_.LayerVersion:
-    """Third-party runtime dependencies (Powertools, pydantic) from `layers/dependencies/requirements.txt`."""
+    """Third-party runtime dependencies (Powertools, pydantic): `layers/dependencies/requirements.lock`."""
     source = ROOT / "layers" / "dependencies"
     return lambda_.LayerVersion(
         scope,
@@ -91,16 +99,16 @@ def dependency_layer(scope: Construct, construct_id: str = "DependencyLayer") ->
         code=lambda_.Code.from_asset(
             str(source),
             exclude=[*_ASSET_EXCLUDES, "python"],
-            # The requirements alone do not fix the wheels: a cached layer built for another Python or
+            # The lock alone does not fix the wheels: a cached layer built for another Python or
             # platform must not be reused when the runtime changes.
             asset_hash_type=AssetHashType.CUSTOM,
-            asset_hash=_dependency_layer_hash(source / "requirements.txt"),
+            asset_hash=_dependency_layer_hash(source / "requirements.lock"),
             bundling=BundlingOptions(
                 # Never pulled: local bundling always succeeds or raises, so Docker is not needed.
                 image=DockerImage.from_registry("public.ecr.aws/sam/build-python3.13"),
                 # jsii calls try_bundle(output_dir, options) positionally; its stubs spell the struct
                 # out as keywords, which mypy cannot match to an implementation.
-                local=PipWheelBundling(source / "requirements.txt"),  # type: ignore[arg-type]
+                local=PipWheelBundling(source / "requirements.lock"),  # type: ignore[arg-type]
             ),
         ),
         compatible_runtimes=[RUNTIME],

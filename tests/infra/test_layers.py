@@ -3,7 +3,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from infra.constructs.layers import RUNTIME, RUNTIME_PYTHON_VERSION
+from infra.constructs.layers import PIP_PLATFORM, ROOT, RUNTIME, RUNTIME_PYTHON_VERSION
 
 
 def _layer_dir(synthesized, name: str) -> Path:
@@ -22,6 +22,15 @@ def test_dependency_layer_holds_arm64_wheels_for_the_lambda_python(synthesized):
     assert (python / "aws_lambda_powertools").is_dir()
     (core_ext,) = list((python / "pydantic_core").glob("_pydantic_core*.so"))
     assert f"cpython-{RUNTIME_PYTHON_VERSION.replace('.', '')}-aarch64-linux-gnu" in core_ext.name
+    # Lambda provides boto3 and botocore: the layer does not carry its own.
+    assert not [p.name for p in python.iterdir() if p.name.split("-")[0] in ("boto3", "botocore")]
+
+
+def test_the_layer_lock_is_resolved_for_the_lambda_platform_and_python():
+    # scripts/locks.py records what it resolved the lock for; pip then installs it for PIP_PLATFORM.
+    header = (ROOT / "layers" / "dependencies" / "requirements.lock").read_text()
+    policy, _, machine = PIP_PLATFORM.partition("_")  # manylinux2014_aarch64 -> aarch64-manylinux2014
+    assert f"resolution: python {RUNTIME_PYTHON_VERSION}, platform {machine}-{policy}, wheels only" in header
 
 
 def test_kernel_layer_ships_the_relay_package_under_python(synthesized):
