@@ -55,6 +55,8 @@ class _Function:
     principal: Principal
     used: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (policy, action, resource)
     calls: Counter[str] = field(default_factory=Counter)  # "action resource" allowed
+    # (action, resource) -> the grants it uses: the same few calls repeat thousands of times a run.
+    grant_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,10 +140,17 @@ def _record_denial(state: _State, function: str, check: Check, decision: Decisio
 
 
 def _record_use(fn: _Function, check: Check, decision: Decision) -> None:
-    for statement in decision.by:
-        for action, resource in grants(statement):
-            if matches(action, check.action, ignore_case=True) and matches(resource, check.resource):
-                fn.used[(statement.source, action, resource)] += 1
+    keys = fn.grant_keys.get((check.action, check.resource))
+    if keys is None:
+        keys = [
+            (statement.source, action, resource)
+            for statement in decision.by
+            for action, resource in grants(statement)
+            if matches(action, check.action, ignore_case=True) and matches(resource, check.resource)
+        ]
+        fn.grant_keys[(check.action, check.resource)] = keys
+    for key in keys:
+        fn.used[key] += 1
     fn.calls[f"{check.action} {check.resource}"] += 1
 
 

@@ -34,6 +34,16 @@ def allow(action: Any, resource: Any, **extra: Any) -> dict[str, Any]:
     return {"Effect": "Allow", "Action": action, "Resource": resource, **extra}
 
 
+QUEUE = "arn:aws:sqs:us-east-1:123456789012:q"
+
+
+def queue_policy(effect: str, principal: dict[str, str], action: str, condition: dict[str, Any]) -> Any:
+    statement = {"Effect": effect, "Principal": principal, "Action": action, "Resource": QUEUE}
+    return parse_policy(
+        {"Statement": [{**statement, "Condition": condition}]}, "queue-policy", resource_policy=True
+    )
+
+
 # -- the evaluator ---------------------------------------------------------------------------------------
 
 
@@ -56,22 +66,8 @@ def test_a_grant_on_one_table_does_not_allow_another() -> None:
 
 def test_an_explicit_deny_wins_over_an_allow_and_resource_policies_deny_too() -> None:
     p = principal(allow("sqs:*", "*"))
-    tls_only = parse_policy(
-        {
-            "Statement": [
-                {
-                    "Effect": "Deny",
-                    "Principal": {"AWS": "*"},
-                    "Action": "sqs:*",
-                    "Resource": "arn:aws:sqs:us-east-1:123456789012:q",
-                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                }
-            ]
-        },
-        "queue-policy",
-        resource_policy=True,
-    )
-    queue = "arn:aws:sqs:us-east-1:123456789012:q"
+    tls_only = queue_policy("Deny", {"AWS": "*"}, "sqs:*", {"Bool": {"aws:SecureTransport": "false"}})
+    queue = QUEUE
     assert decide(p, CALLER, "sqs:SendMessage", queue, CONTEXT, tls_only).allowed
     plain_http = {**CONTEXT, "aws:securetransport": ["false"]}
     denied = decide(p, CALLER, "sqs:SendMessage", queue, plain_http, tls_only)
@@ -81,29 +77,17 @@ def test_an_explicit_deny_wins_over_an_allow_and_resource_policies_deny_too() ->
 
 def test_a_resource_policy_alone_admits_the_service_it_names_under_its_conditions() -> None:
     topic = "arn:aws:sns:us-east-1:123456789012:events"
-    queue_policy = parse_policy(
-        {
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "sns.amazonaws.com"},
-                    "Action": "sqs:SendMessage",
-                    "Resource": "arn:aws:sqs:us-east-1:123456789012:q",
-                    "Condition": {"ArnEquals": {"aws:SourceArn": topic}},
-                }
-            ]
-        },
-        "queue-policy",
-        resource_policy=True,
+    from_topic = queue_policy(
+        "Allow", {"Service": "sns.amazonaws.com"}, "sqs:SendMessage", {"ArnEquals": {"aws:SourceArn": topic}}
     )
     sns = Caller("sns.amazonaws.com", "sns.amazonaws.com", ACCOUNT_ID, service="sns.amazonaws.com")
     queue = "arn:aws:sqs:us-east-1:123456789012:q"
-    ok = decide(None, sns, "sqs:SendMessage", queue, {"aws:sourcearn": [topic]}, queue_policy)
+    ok = decide(None, sns, "sqs:SendMessage", queue, {"aws:sourcearn": [topic]}, from_topic)
     assert ok.allowed
     other_topic = {"aws:sourcearn": [topic + "-other"]}
-    assert not decide(None, sns, "sqs:SendMessage", queue, other_topic, queue_policy).allowed
+    assert not decide(None, sns, "sqs:SendMessage", queue, other_topic, from_topic).allowed
     # The same policy does not admit a function's role.
-    assert not decide(principal(), CALLER, "sqs:SendMessage", queue, CONTEXT, queue_policy).allowed
+    assert not decide(principal(), CALLER, "sqs:SendMessage", queue, CONTEXT, from_topic).allowed
 
 
 def test_conditions_missing_keys_if_exists_and_negation() -> None:
