@@ -92,8 +92,6 @@ class FaultKnobs:
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-
-
 def knobs_from_env[K: FaultKnobs](knobs_type: type[K], environ: Mapping[str, str]) -> dict[str, str]:
     """Knob settings found in ``FAKE_<NAME>`` variables, e.g. ``FAKE_FAIL_RATE_5XX=0.2``."""
     found = {}
