@@ -51,6 +51,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from local.emulator import ACCOUNT_ID, REGION, client
+from local.iam import access_key_for
+from local.iam_report import service_may
 from local.provision import (
     DYNAMIC_REFERENCE,
     ApiDestinationSpec,
@@ -280,8 +282,19 @@ class EventBridge:
         self.local_api_url = local_api_url
         self.fast_clock = fast_clock
         self.log = log
+        self.endpoint = endpoint
         self.events = client("events", endpoint)
         self.sqs = client("sqs", endpoint)
+        # Scheduler puts each schedule's event, and dead-letters it, with the schedule's execution role:
+        # IAM applies (a role without events:PutEvents on the bus is denied, as on AWS).
+        self._as_schedule = {
+            spec.name: (
+                client("events", endpoint, access_key_id=access_key_for(spec.caller)),
+                client("sqs", endpoint, access_key_id=access_key_for(spec.caller)),
+            )
+            for spec in topology.schedules
+            if spec.role_arn
+        }
         self.secretsmanager = client("secretsmanager", endpoint)
         self._raw_connections: dict[str, Any] = {}
         # moto answers DescribeConnection with the API key value (AWS does not); botocore drops it
@@ -353,7 +366,8 @@ class EventBridge:
                     "Resources": [spec.arn],
                     "Time": moment,
                 }
-                result = self.events.put_events(Entries=[entry])["Entries"][0]
+                events = self._as_schedule.get(spec.name, (self.events, self.sqs))[0]
+                result = events.put_events(Entries=[entry])["Entries"][0]
                 if result.get("EventId"):
                     firing.event_id = str(result["EventId"])
                     self._route(bus, spec, entry, firing, moment)
@@ -368,6 +382,7 @@ class EventBridge:
         self.log(f"schedule {spec.name}: PutEvents to {bus} failed ({firing.error})")
         if spec.dlq_arn:
             self._dead_letter(
+                self._as_schedule.get(spec.name, (self.events, self.sqs))[1],
                 spec.dlq_arn,
                 detail,
                 {
@@ -456,8 +471,12 @@ class EventBridge:
                 f"rule {rule.name}: event {delivery.event_id} not delivered after {len(delivery.attempts)} "
                 f"attempt(s) ({delivery.error_code})" + (" → DLQ" if target.dlq_arn else " → dropped")
             )
-            if target.dlq_arn:
+            # EventBridge sends to the rule's DLQ as events.amazonaws.com: the queue policy decides.
+            if target.dlq_arn and service_may(
+                self.endpoint, "events.amazonaws.com", rule.arn, "sqs:SendMessage", target.dlq_arn
+            ):
                 self._dead_letter(
+                    self.sqs,
                     target.dlq_arn,
                     json.dumps(event),
                     {
@@ -541,13 +560,13 @@ class EventBridge:
         delay: float = min(base * 2.0 ** (retry - 1), cap)
         return delay * random.uniform(0.8, 1.0)
 
-    def _dead_letter(self, dlq_arn: str, body: str, attributes: dict[str, str]) -> None:
+    def _dead_letter(self, sqs: Any, dlq_arn: str, body: str, attributes: dict[str, str]) -> None:
         name = dlq_arn.rsplit(":", 1)[-1]
         url = self.topology.queues.get(name)
         if url is None:
             self.log(f"DLQ {name} is not provisioned; the event is dropped")
             return
-        self.sqs.send_message(
+        sqs.send_message(
             QueueUrl=url,
             MessageBody=body,
             MessageAttributes={

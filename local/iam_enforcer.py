@@ -303,6 +303,11 @@ def _control(environ: dict[str, Any], start_response: Any) -> list[bytes]:
             body: Any = {"functions": len(STATE.functions), "resourcePolicies": len(STATE.resource_policies)}
         elif what == "report" and method == "GET":
             body = report(STATE)
+        elif what == "service-call" and method == "POST":
+            stream = environ["wsgi.input"]
+            ask = json.loads(stream.read(int(environ.get("CONTENT_LENGTH") or 0)))
+            allowed = service_may(STATE, ask["service"], ask["sourceArn"], ask["action"], ask["resource"])
+            body = {"allowed": allowed}
         elif what == "denials" and method == "GET":
             with STATE.lock:
                 body = list(STATE.denials)
@@ -446,15 +451,23 @@ def _guard_sns_delivery(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _sns_may_send(state: _State, topic_arn: str, queue_arn: str) -> bool:
-    caller = Caller(
-        name="sns.amazonaws.com", arn="sns.amazonaws.com", account=state.account, service="sns.amazonaws.com"
-    )
-    context = _context(caller, state.region, {"aws:SourceArn": topic_arn, "aws:SourceAccount": state.account})
-    check = Check("sqs:SendMessage", queue_arn, "SNS delivery")
-    decision = decide(None, caller, check.action, queue_arn, context, _resource_policy(state, queue_arn))
+    return service_may(state, "sns.amazonaws.com", topic_arn, "sqs:SendMessage", queue_arn)
+
+
+def service_may(state: _State, service: str, source_arn: str, action: str, resource: str) -> bool:
+    """May an AWS service principal (SNS delivering for a topic, EventBridge dead-lettering for a
+    rule) do ``action`` on ``resource``? Only the resource's policy can allow it; a denial is recorded.
+    Resources the model does not know (made outside the templates) are not restricted."""
+    if resource not in state.resource_policies and resource not in state.enforced_queues:
+        return True
+    caller = Caller(name=service, arn=service, account=state.account, service=service)
+    source = {"aws:SourceArn": source_arn, "aws:SourceAccount": state.account}
+    context = _context(caller, state.region, source)
+    check = Check(action, resource, f"{service} for {source_arn}")
+    decision = decide(None, caller, action, resource, context, _resource_policy(state, resource))
     if not decision.allowed:
-        message = f"SNS cannot deliver {topic_arn} to {queue_arn}: sqs:SendMessage {decision.reason}"
-        _record_denial(state, f"sns.amazonaws.com ({topic_arn.rsplit(':', 1)[-1]})", check, decision, message)
+        message = f"{service} cannot {action} on {resource} for {source_arn}: {decision.reason}"
+        _record_denial(state, f"{service} ({source_arn.rsplit(':', 1)[-1]})", check, decision, message)
     return decision.allowed
 
 

@@ -29,10 +29,17 @@ def enforce(endpoint: str, topology: Topology, model: IamModel | None = None) ->
     """Give the emulator every function's role and the resource policies (``model``: another model
     than the templates', for a test that removes a grant); from now on each call a function makes is
     authorized. Returns the counts the emulator loaded."""
-    keys = {name: access_key_for(name) for name in topology.functions}
-    document = (model or topology.iam).to_json(keys)
+    model = model or topology.iam
+    document = model.to_json({caller: access_key_for(caller) for caller in model.function_roles})
     result: dict[str, int] = _call(endpoint, "model", method="PUT", body=document)
     return result
+
+
+def service_may(endpoint: str, service: str, source_arn: str, action: str, resource: str) -> bool:
+    """Does ``resource``'s policy let an AWS service (``events.amazonaws.com`` for a rule) act on it?
+    The emulator decides and records a denial, as for SNS's deliveries."""
+    ask = {"service": service, "sourceArn": source_arn, "action": action, "resource": resource}
+    return bool(_call(endpoint, "service-call", method="POST", body=ask)["allowed"])
 
 
 def denials(endpoint: str) -> list[dict[str, Any]]:

@@ -150,6 +150,12 @@ class ScheduleSpec:
     input: str
     retry: RetryPolicy
     dlq_arn: str | None
+    role_arn: str = ""  # the execution role Scheduler puts the event (and dead-letters) with
+
+    @property
+    def caller(self) -> str:
+        """Its name as an IAM caller in the sandbox (``local.iam.access_key_for``)."""
+        return f"schedule {self.name}"
 
 
 @dataclass
@@ -196,11 +202,12 @@ class IamModel:
     roles: dict[str, str] = field(default_factory=dict)  # role name -> role ARN
     role_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # role name -> policies
     resource_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # ARN -> policies
-    function_roles: dict[str, str] = field(default_factory=dict)  # function name -> role ARN
+    # caller -> role ARN: every function, and every schedule ("schedule <name>": its execution role)
+    function_roles: dict[str, str] = field(default_factory=dict)
     queues: list[str] = field(default_factory=list)  # queue ARNs (SNS deliveries to them are checked)
 
     def to_json(self, access_keys: dict[str, str]) -> dict[str, Any]:
-        """The model for the emulator; ``access_keys`` maps function name -> its access key id."""
+        """The model for the emulator; ``access_keys`` maps each caller -> its access key id."""
         names = {arn: name for name, arn in self.roles.items()}
         functions = []
         for function, role_arn in sorted(self.function_roles.items()):
@@ -766,8 +773,11 @@ class Provisioner:
                     int(retry.get("MaximumEventAgeInSeconds", 86400)),
                 ),
                 dlq_arn=str(dlq) if dlq else None,
+                role_arn=str(target.get("RoleArn", "")),
             )
         )
+        if target.get("RoleArn"):
+            self.topology.iam.function_roles[self.topology.schedules[-1].caller] = str(target["RoleArn"])
         return Physical(ref=name, attrs={"Arn": arn})
 
     def _connection(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from local.emulator import REGION
 from local.iam import access_key_for
-from local.iam_report import denials, enforce
+from local.iam_report import denials, enforce, fetch_report
 from local.sandbox import Sandbox
 from tests.e2e.test_payments_e2e import payment, post_payment
 
@@ -73,3 +73,13 @@ def test_with_the_templates_grants_the_same_keyed_payment_is_accepted(sandbox: S
     before = len(denials(sandbox.endpoint))
     assert post_payment(sandbox, payment(), key=f"iam-{uuid.uuid4().hex}").status_code == 202
     assert denials(sandbox.endpoint)[before:] == []
+
+
+def test_the_schedule_puts_its_event_with_its_own_execution_role(sandbox: Sandbox) -> None:
+    (schedule,) = sandbox.topology.schedules
+    for firing in sandbox.fire_schedule(schedule.name):
+        firing.wait()
+    report = fetch_report(sandbox.endpoint)
+    (entry,) = [f for f in report["functions"] if f["function"] == schedule.caller]
+    assert entry["role"] == schedule.role_arn
+    assert any(call.startswith("events:PutEvents arn:aws:events:") for call in entry["calls"])
