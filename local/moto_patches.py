@@ -6,13 +6,27 @@ and the in-process pipeline test, so both run the same code. Each patch replaces
 1. moto keeps every model object it ever creates for its `/moto-api` dashboard (each received SQS
    message copy, each stream shard iterator): memory and CPU grow without bound in a long run.
 2. moto's TransactWriteItems backs up EVERY table it touches with `copy.deepcopy` (items and the whole
-   stream history) before applying, so a long run gets quadratically slower. The replacement checks
-   every condition against the state before the transaction and then applies the writes — DynamoDB's
-   own all-or-nothing semantics — without the snapshot, with `CancellationReasons` (and ALL_OLD items)
-   as DynamoDB returns them.
+   stream history) before applying, so a long run gets quadratically slower. The replacement snapshots
+   nothing and changes nothing until every action has passed: it checks each condition against the
+   stored item and computes each written item on a copy (an update expression is validated and run
+   against a copy of the stored item, a Put is validated like moto's PutItem; an item must stay within
+   400 KB). Only then are the items swapped in, and their stream records appended once each, in
+   request order. So a transaction is all-or-nothing, as in DynamoDB, also when a write fails after
+   the conditions passed. A cancelled transaction answers as DynamoDB does (TransactionCanceledException,
+   one `CancellationReasons` entry per action, `None` for the actions that would have passed):
+   `ConditionalCheckFailed` (with the ALL_OLD item when asked), or `ValidationError` with the single
+   write's message for a write invalid for the stored item (an operand of the wrong type, e.g.
+   `SET n = n + :one` on a string, ADD on another type, list_append on a non-list; an attribute the
+   expression needs is missing; the updated item would exceed 400 KB; a key of the wrong type). A
+   request invalid as sent (syntax, an undefined placeholder, a Put over 400 KB, two actions on one
+   item) is refused with a ValidationException, nothing applied. moto's own implementation differs in
+   two places: it answers a ValidationException for the write invalid for the stored item too, and an
+   Update that creates its item emits a key-only INSERT and then a MODIFY (here: one INSERT with the
+   new image, as DynamoDB does).
 3. moto's server is threaded and its DynamoDB backend has no locks: two concurrent conditional writes
    could both pass their check. Every DynamoDB write (single or transactional) runs under one lock, so
-   conditions are atomic as they are in DynamoDB — the property idempotency depends on.
+   conditions are atomic as they are in DynamoDB — the property idempotency depends on. GetItem, Query,
+   Scan and TransactGetItems take the same lock, so no reader sees a transaction half-committed.
 4. Request routing and logging overhead (profiled with py-spy during `make demo`: about a fifth of the
    server's CPU): for every request moto's dispatcher lists its package directory and tries a few
    hundred URL regexes, under one lock, to find the service; and werkzeug writes an access-log line.

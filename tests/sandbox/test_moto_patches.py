@@ -1,7 +1,8 @@
-"""The emulator's fast JSON path (``local.moto_patches`` patch 6) answers exactly what moto's own
-model-driven serializer answers: a DynamoDB workload covering every attribute type, return values,
-consumed capacity, pagination, batches, transactions and stream records runs with both, response by
-response."""
+"""The emulator's patches (``local.moto_patches``) against moto's own behaviour. The fast JSON path
+(patch 6) answers exactly what moto's own model-driven serializer answers: a DynamoDB workload
+covering every attribute type, return values, consumed capacity, pagination, batches, transactions
+and stream records runs with both, response by response. TransactWriteItems without table snapshots
+(patch 2) is all-or-nothing, items and stream records, and agrees with moto's own implementation."""
 
 from __future__ import annotations
 
@@ -258,3 +259,319 @@ def test_backend_lookup_without_the_lock_returns_motos_backends_and_still_create
             boto3.client("dynamodb", region_name="us-east-1").list_tables()
     finally:
         remove()
+
+
+# Patch 2: TransactWriteItems all-or-nothing without moto's table snapshots.
+
+
+@pytest.fixture(autouse=True)
+def _no_account_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    # botocore would address DynamoDB by account (<account>.ddb...), which moto does not route.
+    monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+
+
+def _table_with_stream(ddb: Any) -> Any:
+    """Table "t" (hash key pk) with a NEW_AND_OLD_IMAGES stream; returns a function that lists the
+    stream's records so far, without the fields that differ run to run (event id, timestamp)."""
+    ddb.create_table(
+        TableName="t",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+    arn = ddb.describe_table(TableName="t")["Table"]["LatestStreamArn"]
+    shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+
+    def records() -> list[tuple[Any, ...]]:
+        iterator = streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")[
+            "ShardIterator"
+        ]
+        found: list[tuple[Any, ...]] = []
+        while page := streams.get_records(ShardIterator=iterator)["Records"]:
+            found += [
+                (
+                    r["eventName"],
+                    r["dynamodb"]["SequenceNumber"],
+                    r["dynamodb"]["Keys"],
+                    r["dynamodb"].get("OldImage"),
+                    r["dynamodb"].get("NewImage"),
+                )
+                for r in page
+            ]
+            iterator = streams.get_shard_iterator(
+                StreamArn=arn,
+                ShardId=shard,
+                ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+                SequenceNumber=page[-1]["dynamodb"]["SequenceNumber"],
+            )["ShardIterator"]
+        return found
+
+    return records
+
+
+def _items(ddb: Any) -> list[dict[str, Any]]:
+    return sorted(ddb.scan(TableName="t", ConsistentRead=True)["Items"], key=lambda i: str(i["pk"]["S"]))
+
+
+def _outcome(ddb: Any, transact_items: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a client sees of one TransactWriteItems: the error (code, message, reasons), if any."""
+    from botocore.exceptions import ClientError
+
+    try:
+        ddb.transact_write_items(TransactItems=transact_items)
+    except ClientError as e:
+        error = e.response["Error"]
+        return {
+            "code": error["Code"],
+            "message": error["Message"],
+            "reasons": e.response.get("CancellationReasons"),
+        }
+    return {"code": None}
+
+
+def _seed(ddb: Any) -> None:
+    for item in (
+        {"pk": {"S": "counter"}, "n": {"N": "1"}, "steps": {"L": [{"S": "a"}]}},
+        {"pk": {"S": "label"}, "n": {"S": "ten"}, "tags": {"SS": ["x"]}},
+        {"pk": {"S": "doomed"}, "note": {"S": "delete me"}},
+        {"pk": {"S": "guard"}, "state": {"S": "OPEN"}},
+        {"pk": {"S": "large"}, "blob": {"S": "y" * 300_000}},
+    ):
+        ddb.put_item(TableName="t", Item=item)
+
+
+def _earlier_writes() -> list[dict[str, Any]]:
+    """Four actions that pass: a conditional Put of a new item, an Update, a Delete, a ConditionCheck."""
+    return [
+        {
+            "Put": {
+                "TableName": "t",
+                "Item": {"pk": {"S": "new"}, "kind": {"S": "outbox"}},
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        },
+        {
+            "Update": {
+                "TableName": "t",
+                "Key": {"pk": {"S": "counter"}},
+                "UpdateExpression": "SET n = n + :one, steps = list_append(steps, :step)",
+                "ExpressionAttributeValues": {":one": {"N": "1"}, ":step": {"L": [{"S": "b"}]}},
+            }
+        },
+        {"Delete": {"TableName": "t", "Key": {"pk": {"S": "doomed"}}}},
+        {
+            "ConditionCheck": {
+                "TableName": "t",
+                "Key": {"pk": {"S": "guard"}},
+                "ConditionExpression": "#s = :open",
+                "ExpressionAttributeNames": {"#s": "state"},
+                "ExpressionAttributeValues": {":open": {"S": "OPEN"}},
+            }
+        },
+    ]
+
+
+def _update(key: str, expression: str, values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "Update": {
+            "TableName": "t",
+            "Key": {"pk": {"S": key}},
+            "UpdateExpression": expression,
+            "ExpressionAttributeValues": values,
+        }
+    }
+
+
+ONE = {":one": {"N": "1"}}
+INVALID_FOR_THE_STORED_ITEM = {
+    "arithmetic on a string": (
+        _update("label", "SET n = n + :one", ONE),
+        "Invalid UpdateExpression: Incorrect operand type for operator or function; operator or function: +, "
+        "operand type: S",
+    ),
+    "ADD to a string": (
+        _update("label", "ADD n :one", ONE),
+        "An operand in the update expression has an incorrect data type",
+    ),
+    "ADD a number to a string set": (
+        _update("label", "ADD tags :one", ONE),
+        "An operand in the update expression has an incorrect data type",
+    ),
+    "list_append on a string": (
+        _update("label", "SET n = list_append(n, :l)", {":l": {"L": [{"S": "z"}]}}),
+        "Invalid UpdateExpression: Incorrect operand type for operator or function; operator or function: "
+        "list_append, operand type: S",
+    ),
+    "an attribute the expression reads is missing": (
+        _update("label", "SET visits = visits + :one", ONE),
+        "The provided expression refers to an attribute that does not exist in the item",
+    ),
+    "the updated item over 400 KB": (
+        _update("large", "SET more = :more", {":more": {"S": "z" * 200_000}}),
+        "Item size to update has exceeded the maximum allowed size",
+    ),
+}
+
+
+@pytest.mark.parametrize("failing", list(INVALID_FOR_THE_STORED_ITEM), ids=list(INVALID_FOR_THE_STORED_ITEM))
+def test_a_write_failing_after_the_conditions_passed_cancels_the_whole_transaction(failing: str) -> None:
+    """DynamoDB's answer: TransactionCanceledException, the failing action's reason ValidationError with
+    the single write's message, None for the others; no item and no stream record of the earlier
+    writes (moto's own implementation answers a bare ValidationException here, also with nothing
+    applied -- see the next test)."""
+    update, message = INVALID_FOR_THE_STORED_ITEM[failing]
+    with moto_patches.fast_atomic_dynamodb(), mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        records = _table_with_stream(ddb)
+        _seed(ddb)
+        items_before, records_before = _items(ddb), records()
+
+        outcome = _outcome(ddb, [*_earlier_writes(), update])
+
+        assert _items(ddb) == items_before
+        assert records() == records_before
+        assert outcome == {
+            "code": "TransactionCanceledException",
+            "message": "Transaction cancelled, please refer cancellation reasons for specific reasons "
+            "[None, None, None, None, ValidationError]",
+            "reasons": [{"Code": "None"}] * 4 + [{"Code": "ValidationError", "Message": message}],
+        }
+        # The same actions without the failing one commit, each stream record once, in request order.
+        assert _outcome(ddb, _earlier_writes()) == {"code": None}
+        added = records()[len(records_before) :]
+        assert [(name, keys["pk"]["S"]) for name, _, keys, _, _ in added] == [
+            ("INSERT", "new"),
+            ("MODIFY", "counter"),
+            ("REMOVE", "doomed"),
+        ]
+        assert added[1][4] == {
+            "pk": {"S": "counter"},
+            "n": {"N": "2"},
+            "steps": {"L": [{"S": "a"}, {"S": "b"}]},
+        }
+
+
+def _transactions_run_by(patched: bool, transactions: list[list[dict[str, Any]]]) -> list[Any]:
+    """Each transaction's outcome, and the table and its stream after it."""
+    import contextlib
+
+    seen: list[Any] = []
+    with moto_patches.fast_atomic_dynamodb() if patched else contextlib.nullcontext(), mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        records = _table_with_stream(ddb)
+        _seed(ddb)
+        for transact_items in transactions:
+            seen.append((_outcome(ddb, transact_items), _items(ddb), records()))
+    return seen
+
+
+def test_the_patch_and_motos_own_implementation_agree_on_each_transactions_outcome() -> None:
+    """moto's own TransactWriteItems (table snapshots, rollback) is the reference for the outcome,
+    the items and the stream records, save one deliberate difference: for a write invalid for the
+    stored item moto answers a bare ValidationException, the patch DynamoDB's cancellation."""
+    condition_failed = [
+        {
+            "Put": {
+                "TableName": "t",
+                "Item": {"pk": {"S": "new"}, "kind": {"S": "again"}},
+                "ConditionExpression": "attribute_not_exists(pk)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        },
+        _update("counter", "SET n = n + :one", ONE),
+        {
+            "ConditionCheck": {
+                "TableName": "t",
+                "Key": {"pk": {"S": "guard"}},
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        },
+    ]
+    invalid_as_sent = [  # refused as a whole (ValidationException) by both, after a passing Put
+        {"Put": {"TableName": "t", "Item": {"pk": {"S": "other"}}}},
+        _update("counter", "SET n = :undefined", ONE),
+    ]
+    oversized_put = [
+        _update("counter", "SET n = n + :one", ONE),
+        {"Put": {"TableName": "t", "Item": {"pk": {"S": "huge"}, "blob": {"S": "x" * 410_000}}}},
+    ]
+    invalid_for_the_stored_item = [
+        {"Put": {"TableName": "t", "Item": {"pk": {"S": "other"}}}},
+        _update("label", "SET n = n + :one", ONE),
+    ]
+    transactions = [
+        _earlier_writes(),
+        condition_failed,
+        invalid_as_sent,
+        oversized_put,
+        invalid_for_the_stored_item,
+        [
+            _update("counter", "ADD n :one", ONE),
+            {"Delete": {"TableName": "t", "Key": {"pk": {"S": "absent"}}}},
+        ],
+    ]
+    motos = _transactions_run_by(False, transactions)
+    patched = _transactions_run_by(True, transactions)
+
+    assert [outcome["code"] for outcome, _, _ in patched] == [
+        None,
+        "TransactionCanceledException",
+        "ValidationException",
+        "ValidationException",
+        "TransactionCanceledException",
+        None,
+    ]
+    assert patched[1][0]["reasons"] == [
+        {
+            "Code": "ConditionalCheckFailed",
+            "Message": "The conditional request failed",
+            "Item": {"pk": {"S": "new"}, "kind": {"S": "outbox"}},
+        },
+        {"Code": "None"},
+        {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"},
+    ]
+    for index, (ours, theirs) in enumerate(zip(patched, motos, strict=True)):
+        assert ours[1:] == theirs[1:], f"transaction {index}: items or stream records differ"
+        if index != transactions.index(invalid_for_the_stored_item):
+            assert ours[0] == theirs[0], f"transaction {index}"
+    ours_error, theirs_error = patched[4][0], motos[4][0]
+    assert theirs_error["code"] == "ValidationException"
+    assert ours_error["reasons"] == [
+        {"Code": "None"},
+        {"Code": "ValidationError", "Message": theirs_error["message"]},
+    ]
+
+
+def test_an_update_that_creates_its_item_emits_one_insert_with_the_new_image() -> None:
+    """As DynamoDB does; moto's own UpdateItem emits a key-only INSERT, then a MODIFY."""
+    with moto_patches.fast_atomic_dynamodb(), mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        records = _table_with_stream(ddb)
+        ddb.transact_write_items(TransactItems=[_update("fresh", "SET n = :one", ONE)])
+        assert [(name, old, new) for name, _, _, old, new in records()] == [
+            ("INSERT", None, {"pk": {"S": "fresh"}, "n": {"N": "1"}})
+        ]
+
+
+def test_a_read_waits_for_a_write_in_progress() -> None:
+    """Reads take the writes' lock (patch 3): a GetItem cannot land in the middle of a commit."""
+    import threading
+
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+
+    with moto_patches.fast_atomic_dynamodb(), mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        _table_with_stream(ddb)
+        backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+        read: list[Any] = []
+        reader = threading.Thread(target=lambda: read.append(backend.get_item("t", {"pk": {"S": "k"}})))
+        with moto_patches._WRITE_LOCK:  # a write holding the lock: it commits before the read returns
+            reader.start()
+            reader.join(0.2)
+            assert reader.is_alive() and not read
+            backend.put_item("t", {"pk": {"S": "k"}, "v": {"S": "committed"}})
+        reader.join(5)
+        assert read[0].to_json()["Attributes"]["v"] == {"S": "committed"}

@@ -310,6 +310,7 @@ class Pump:
 
 def moto_transactions_without_table_snapshots() -> AbstractContextManager[None]:
     """moto's TransactWriteItems deep-copies every table it touches (with its stream history), which
-    makes a long run quadratic; the sandbox's emulator uses the same replacement. Only the pipeline
-    scenario uses it; every other test runs against moto's own implementation."""
+    makes a long run quadratic; the sandbox's emulator uses the same replacement, as all-or-nothing as
+    moto's own (tests/sandbox/test_moto_patches.py compares them). Only the pipeline scenario uses it;
+    every other test runs against moto's own implementation."""
     return fast_atomic_dynamodb()
