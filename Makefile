@@ -108,6 +108,7 @@ test: check-locks lint typecheck cfn-lint checkov pytest ## everything CI runs: 
 bench: install ## print benchmark figures (never asserted)
 	$(BIN)/python bench/synth_bench.py
 	$(BIN)/python bench/kernel_bench.py
+	$(BIN)/python bench/moto_transactions_bench.py
 	PYTHONPATH=. $(BIN)/python bench/sandbox_bench.py
 
 demo: $(BIN)/.sandbox-installed node_modules/.installed ## the main job: run the whole app locally and drive a payments scenario; exits 0 only if the invariants hold
