@@ -118,8 +118,6 @@ class ScoresConfig(_Strict):
 class OrdersConfig(_Strict):
     notify_webhook_url: str = "https://hooks.example.com/order-events"
     http_timeout_seconds: int = Field(default=5, ge=1, le=30)
-    # A TransactWriteItems holds at most 100 items: marker + order + reservation + outbox + one per SKU.
-    max_order_items: int = Field(default=25, ge=1, le=90)
     analytics_retention_days: int = Field(default=400, ge=1)
 
     @field_validator("notify_webhook_url")

@@ -5,8 +5,20 @@ Gateway does it (https://docs.aws.amazon.com/apigateway/latest/developerguide/
 http-api-develop-integrations-lambda.html): a dict with ``statusCode`` is used as is (headers,
 cookies, base64 bodies); any other return value becomes a 200 JSON body. A function error answers
 500 ``{"message":"Internal Server Error"}``, a timeout 503, an unknown route 404
-``{"message":"Not Found"}``. Route selection prefers the most specific match, then ``ANY``,
-then ``$default``, as API Gateway does.
+``{"message":"Not Found"}``, whatever the method (``FOO /payments`` too: API Gateway has no 501 or
+405). Route selection prefers the most specific match, then ``ANY``, then ``$default``, as API
+Gateway does. Path parameters reach the function URL-decoded, as API Gateway documents
+(https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-routes.html).
+
+Request bodies (payload 2.0): a body whose media type is ``text/*``, ``application/json``,
+``application/xml`` or ``application/javascript`` is delivered as text; any other, or none, is
+delivered base64-encoded with ``isBase64Encoded`` true (the split verified against AWS and recorded in
+https://github.com/ministackorg/ministack/pull/766; the AWS docs do not enumerate it). AWS does not
+document what a text-typed body that is not UTF-8 becomes; the sandbox delivers its bytes
+base64-encoded rather than altering them, so the function sees what the client sent. A body over API
+Gateway's 10 MB payload quota answers 413 without invoking anything, and one whose event exceeds
+Lambda's 6 MB synchronous invocation payload answers 413 ``{"message":"Request Too Long"}``, the
+answers API Gateway was observed to give.
 
 Every HTTP API of every stack is served on ONE port (``--api-port``): the payments and scores APIs
 have disjoint routes, and one base URL is what a newcomer can remember. A route key that two APIs
@@ -39,11 +51,22 @@ from urllib.parse import unquote, urlsplit
 from local.provision import AuthorizerSpec, HttpApiSpec, RouteSpec
 from local.runtime import Runtime
 
-TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript")
+TEXT_MEDIA_TYPES = frozenset({"application/json", "application/xml", "application/javascript"})
+# API Gateway's payload quota for HTTP APIs, and Lambda's for a synchronous invocation's event.
+MAX_REQUEST_BYTES = 10 * 1024 * 1024
+MAX_INVOKE_PAYLOAD_BYTES = 6 * 1024 * 1024
+
+
+def is_text_body(content_type: str) -> bool:
+    """Whether API Gateway (HTTP API, payload 2.0) delivers a body of this Content-Type as text."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type.startswith("text/") or media_type in TEXT_MEDIA_TYPES
 
 
 _JSON = {"content-type": "application/json"}
 Answer = tuple[int, dict[str, str], list[str], bytes]
+_TOO_LARGE = f"HTTP content length exceeded {MAX_REQUEST_BYTES} bytes.".encode()
+_MAX_DRAINED = 64 * 1024 * 1024
 
 
 @dataclass
@@ -145,8 +168,12 @@ class HttpApi:
         api: HttpApiSpec | None = None,
     ) -> dict[str, Any]:
         api = api or self.spec
-        content_type = headers.get("content-type", "")
-        is_text = not body or content_type.startswith(TEXT_TYPES) or "charset" in content_type
+        text: str | None = None
+        if body and is_text_body(headers.get("content-type", "")):
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None  # delivered base64-encoded: the bytes as sent (see the module docstring)
         cookies = [c.strip() for c in headers.get("cookie", "").split(";") if c.strip()]
         query_params: dict[str, str] = {}
         for pair in query.split("&") if query else []:
@@ -180,16 +207,17 @@ class HttpApi:
                 "time": datetime.now(UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
                 "timeEpoch": int(now * 1000),
             },
-            "isBase64Encoded": not is_text,
+            "isBase64Encoded": bool(body) and text is None,
         }
         if cookies:
             event["cookies"] = cookies
         if query_params:
             event["queryStringParameters"] = query_params
         if params:
-            event["pathParameters"] = params
+            # API Gateway decodes URL-encoded request parameters before passing them on.
+            event["pathParameters"] = {name: unquote(value) for name, value in params.items()}
         if body:
-            event["body"] = body.decode("utf-8") if is_text else base64.b64encode(body).decode()
+            event["body"] = text if text is not None else base64.b64encode(body).decode()
         return event
 
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Answer:
@@ -205,6 +233,8 @@ class HttpApi:
             if denied is not None:
                 return denied
             event["requestContext"]["authorizer"] = {"lambda": context or {}}
+        if len(json.dumps(event).encode()) > MAX_INVOKE_PAYLOAD_BYTES:
+            return 413, dict(_JSON), [], b'{"message":"Request Too Long"}'
         result = self.runtime.invoke(route.function, event)
         if not result.ok:
             # API Gateway answers 500/503 without detail; the sandbox says why on its own output.
@@ -288,15 +318,69 @@ class HttpApi:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
+            def __getattr__(self, name: str) -> Any:
+                # http.server answers 501 for a method without a do_<METHOD>; API Gateway routes every
+                # method, and answers 404 for one no route has.
+                if name.startswith("do_"):
+                    return self._serve
+                raise AttributeError(name)
+
+            def _read_body(self) -> bytes | Answer:
+                """The request body, or the answer for one that cannot be read (``close_connection`` is
+                set when the rest of the request was left unread)."""
+                bad_request: Answer = (400, dict(_JSON), [], b'{"message":"Bad Request"}')
+                too_large: Answer = (413, {"content-type": "text; charset=utf-8"}, [], _TOO_LARGE)
+                if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+                    chunks: list[bytes] = []
+                    size = 0
+                    while True:
+                        line = self.rfile.readline(1024).split(b";", 1)[0].strip()
+                        try:
+                            chunk_size = int(line, 16)
+                        except ValueError:
+                            self.close_connection = True
+                            return bad_request
+                        size += chunk_size
+                        if size > MAX_REQUEST_BYTES:
+                            self.close_connection = True
+                            return too_large
+                        if chunk_size == 0:
+                            while self.rfile.readline(1024).strip():
+                                pass  # trailers
+                            return b"".join(chunks)
+                        chunks.append(self.rfile.read(chunk_size))
+                        self.rfile.readline(1024)
+                raw = (self.headers.get("content-length") or "0").strip()
+                if not raw.isdigit():
+                    self.close_connection = True
+                    return bad_request
+                length = int(raw)
+                if length > MAX_REQUEST_BYTES:
+                    # Read and dropped, so that a client still sending gets the answer; beyond 64 MiB
+                    # the connection is closed instead.
+                    left = min(length, _MAX_DRAINED)
+                    while left > 0 and (chunk := self.rfile.read(min(left, 1024 * 1024))):
+                        left -= len(chunk)
+                    self.close_connection = length > _MAX_DRAINED or left > 0
+                    return too_large
+                return self.rfile.read(length) if length else b""
+
             def _serve(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = self._read_body()
+                if not isinstance(body, bytes):
+                    self._answer(*body)
+                    return
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 try:
-                    status, out_headers, cookies, data = api.handle(self.command, self.path, headers, body)
+                    answer = api.handle(self.command, self.path, headers, body)
                 except Exception as exc:  # the local glue failing must still answer, like API Gateway
-                    status, out_headers, cookies = 500, {"content-type": "application/json"}, []
                     data = json.dumps({"message": f"Internal Server Error (sandbox: {exc})"}).encode()
+                    answer = 500, {"content-type": "application/json"}, [], data
+                self._answer(*answer)
+
+            def _answer(
+                self, status: int, out_headers: dict[str, str], cookies: list[str], data: bytes
+            ) -> None:
                 self.send_response(status)
                 for name, value in out_headers.items():
                     if name not in ("content-length", "connection", "transfer-encoding"):
@@ -305,10 +389,11 @@ class HttpApi:
                     self.send_header("set-cookie", cookie)
                 self.send_header("apigw-requestid", uuid.uuid4().hex[:16])
                 self.send_header("content-length", str(len(data)))
+                if self.close_connection:
+                    self.send_header("connection", "close")
                 self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
+                if self.command != "HEAD":  # a HEAD answer has the headers of its body, never the body
+                    self.wfile.write(data)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return

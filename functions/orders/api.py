@@ -72,8 +72,9 @@ def _order(status: int, view: OrderView, headers: dict[str, str] | None = None) 
     responses={
         201: _doc("Created; the order is at the Location header", OrderView),
         200: _doc("Replay of an earlier request with the same Idempotency-Key and body", OrderView),
-        400: _doc("Invalid request: field-level errors, nothing stored"),
+        400: _doc("Invalid request: field-level errors (field `body` when it is not JSON), nothing stored"),
         413: _doc("Body larger than 64 KiB"),
+        415: _doc("Body that is not application/json (UTF-8)"),
         422: _doc("Idempotency-Key already used with a different body"),
         503: _doc("A dependency is unavailable; retry (with the same Idempotency-Key)"),
     },
@@ -93,14 +94,6 @@ def create_order(
     ] = None,
 ) -> Response[dict[str, Any]]:
     rt = runtime()
-    limit = rt.settings.max_order_items
-    if len(request.items) > limit:
-        return _error(
-            400,
-            "ValidationError",
-            "the request is invalid; nothing was stored",
-            [FieldError(field="items", message=f"at most {limit} items per order (MAX_ORDER_ITEMS)")],
-        )
     event = app.current_event
     correlation_id = event.headers.get("x-correlation-id") or event.request_context.request_id
     placed = place_order(
@@ -144,9 +137,11 @@ def get_order(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
     ),
     responses={
         200: _doc("The cancelled order", OrderView),
-        400: _doc("Invalid order id"),
+        400: _doc("Invalid order id, or a body that is not JSON (none is needed)"),
         404: _doc("No order with this id"),
         409: _doc("The order can no longer be cancelled (PAID or REJECTED); the message says why"),
+        413: _doc("Body larger than 64 KiB (none is needed)"),
+        415: _doc("Body that is not application/json (none is needed)"),
         503: _doc("A dependency is unavailable, or the order kept changing; retry"),
     },
     tags=["orders"],
@@ -190,10 +185,9 @@ def _unavailable(exc: TransientError) -> Response[Any]:
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    # Checked on the raw body, before anything parses it: a huge body must not cost a JSON parse.
-    if api.body_size(event) > MAX_BODY_BYTES:
-        return api.payload_too_large(MAX_BODY_BYTES)
-    return app.resolve(event, context)
+    # The body is screened before the resolver parses it: size first (a huge body must not cost a
+    # parse), then Content-Type, base64, UTF-8 and JSON limits, each a 4xx (relay.api).
+    return api.resolve(app, event, context, max_body_bytes=MAX_BODY_BYTES)
 
 
 def openapi_document() -> str:

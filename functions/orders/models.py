@@ -6,12 +6,12 @@ These models ARE the API contract: the resolver validates requests against them 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
 from pydantic.alias_generators import to_camel
 
-from orders.settings import MAX_SKUS_PER_TRANSACTION
+from orders.settings import MAX_ORDER_ITEMS
 
 _IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
 _SKU = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -24,38 +24,38 @@ class ApiModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+def _json_integer(value: Any) -> Any:
+    """JSON Schema's ``integer`` is any number with a zero fractional part: 2.0 is the integer 2."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# Strict otherwise: "2" and true are not quantities.
+JsonInteger = Annotated[StrictInt, BeforeValidator(_json_integer)]
+
+
 class OrderItem(ApiModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     sku: str = Field(min_length=1, max_length=64, pattern=_SKU, examples=["SKU-RED-MUG"])
-    # Strict: "2" or 2.0 or true are not quantities.
-    quantity: StrictInt = Field(ge=1, le=10_000, examples=[2])
+    quantity: JsonInteger = Field(ge=1, le=10_000, examples=[2])
 
 
 class OrderRequest(ApiModel):
-    """``POST /orders`` body. The number of items is further limited by ``MAX_ORDER_ITEMS``."""
+    """``POST /orders`` body."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     customer_id: str = Field(min_length=1, max_length=128, pattern=_IDENTIFIER, examples=["cust-7"])
     items: list[OrderItem] = Field(
         min_length=1,
-        max_length=MAX_SKUS_PER_TRANSACTION,
-        description="One line per SKU (a SKU may appear only once)",
+        max_length=MAX_ORDER_ITEMS,
+        description="The order lines, as sent; lines of the same SKU are reserved together",
     )
     currency: str = Field(
         description="ISO 4217 code, upper case", min_length=3, max_length=3, pattern=r"^[A-Z]{3}$"
     )
-
-    @field_validator("items")
-    @classmethod
-    def _one_line_per_sku(cls, items: list[OrderItem]) -> list[OrderItem]:
-        seen: set[str] = set()
-        for item in items:
-            if item.sku in seen:
-                raise ValueError(f"SKU {item.sku!r} appears more than once; send one line per SKU")
-            seen.add(item.sku)
-        return items
 
     def to_document(self) -> dict[str, Any]:
         """The request as hashed for Idempotency-Key comparison."""

@@ -17,9 +17,12 @@ from relay.settings import FunctionSettings, http_url
 
 # One DynamoDB transaction holds at most 100 items. Reserving an order writes the processed-event
 # marker, the order, the reservation record and one item per SKU (and a rejection an outbox row):
-# 100 - 4 = 96 SKUs at most, whatever MAX_ORDER_ITEMS says.
+# 100 - 4 = 96 SKUs at most.
 TRANSACTION_ITEM_LIMIT = 100
 MAX_SKUS_PER_TRANSACTION = TRANSACTION_ITEM_LIMIT - 4
+# Lines per order: the OpenAPI document's maxItems, so one number for every stage (a per-stage limit
+# would reject orders the checked-in document accepts). Well inside one reservation transaction.
+MAX_ORDER_ITEMS = 25
 
 _ENV_NAMES = {
     "orders_table": "ORDERS_TABLE",
@@ -29,7 +32,6 @@ _ENV_NAMES = {
     "notify_webhook_url": "NOTIFY_WEBHOOK_URL",
     "http_timeout_seconds": "HTTP_TIMEOUT_SECONDS",
     "analytics_bucket": "ANALYTICS_BUCKET",
-    "max_order_items": "MAX_ORDER_ITEMS",
 }
 
 
@@ -44,7 +46,6 @@ class Settings(FunctionSettings):
     notify_webhook_url: str | None = None
     http_timeout_seconds: float = Field(5.0, gt=0, le=60)
     analytics_bucket: str | None = None
-    max_order_items: int = Field(25, ge=1, le=MAX_SKUS_PER_TRANSACTION)
     # How long a client's Idempotency-Key stays bound to the order it created.
     request_key_ttl_days: int = Field(7, gt=0)
 

@@ -55,8 +55,9 @@ def _doc(description: str, model: type[BaseModel] = ErrorResponse) -> OpenAPIRes
     ),
     responses={
         202: _doc("Accepted; processing continues asynchronously", OperationAccepted),
-        400: _doc("Invalid request: field-level errors, nothing stored"),
+        400: _doc("Invalid request: field-level errors (field `body` when it is not JSON), nothing stored"),
         413: _doc("Body larger than the configured maximum"),
+        415: _doc("Body that is not application/json (UTF-8)"),
         422: _doc("Idempotency-Key already used with a different body"),
         503: _doc("A dependency is unavailable; retry (with the same Idempotency-Key)"),
     },
@@ -141,11 +142,9 @@ def _unavailable(exc: TransientError) -> Response[Any]:
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    # Checked on the raw body, before anything parses it: a huge body must not cost a JSON parse.
-    limit = runtime().settings.max_body_bytes
-    if api.body_size(event) > limit:
-        return api.payload_too_large(limit)
-    return app.resolve(event, context)
+    # The body is screened before the resolver parses it: size first (a huge body must not cost a
+    # parse), then Content-Type, base64, UTF-8 and JSON limits, each a 4xx (relay.api).
+    return api.resolve(app, event, context, max_body_bytes=runtime().settings.max_body_bytes)
 
 
 def openapi_document() -> str:

@@ -6,10 +6,11 @@ These models ARE the API contract: the resolver validates requests against them 
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+import re
+from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 # ISO 4217 codes this service accepts, with their minor units (digits after the decimal point).
@@ -26,6 +27,40 @@ CURRENCY_MINOR_UNITS: dict[str, int] = {
 _IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
 
 
+def amount_pattern(minor_units: int) -> str:
+    """The amounts a currency with ``minor_units`` digits after the point accepts, as a regex the
+    OpenAPI document carries: greater than 0, at most that many decimals, no sign, exponent, leading
+    zero or trailing point ("12.50", "0.05", "1000"; not "012", "1.", "1e3", "0.00")."""
+    if minor_units == 0:
+        return r"^[1-9][0-9]*$"
+    # 0.x must have a non-zero digit among its (at most minor_units) decimals.
+    fractions = "|".join(
+        "0" * zeros + "[1-9]" + (f"[0-9]{{0,{minor_units - 1 - zeros}}}" if zeros < minor_units - 1 else "")
+        for zeros in range(minor_units)
+    )
+    return rf"^(?:[1-9][0-9]*(?:\.[0-9]{{1,{minor_units}}})?|0\.(?:{fractions}))$"
+
+
+_MAX_MINOR_UNITS = max(CURRENCY_MINOR_UNITS.values())
+_CURRENCY_CODES: list[JsonValue] = [*sorted(CURRENCY_MINOR_UNITS)]
+_DECIMAL = re.compile(r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+
+
+def _amount_rules() -> dict[str, Any]:
+    """JSON Schema for the amount's minor units per currency: the field's own pattern allows the
+    most decimals any currency has; each currency with fewer narrows it."""
+    rules = []
+    for units in sorted(set(CURRENCY_MINOR_UNITS.values()) - {_MAX_MINOR_UNITS}):
+        codes = sorted(code for code, n in CURRENCY_MINOR_UNITS.items() if n == units)
+        rules.append(
+            {
+                "if": {"properties": {"currency": {"enum": codes}}, "required": ["currency"]},
+                "then": {"properties": {"amount": {"pattern": amount_pattern(units)}}},
+            }
+        )
+    return {"allOf": rules}
+
+
 class ApiModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
@@ -36,23 +71,36 @@ class ApiModel(BaseModel):
 class PaymentRequest(ApiModel):
     """``POST /payments`` body. ``details`` is free JSON and may be large (it travels by claim check)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    # The amount's per-currency rule is in the OpenAPI document too (allOf of if/then), so a request
+    # valid under the document is never rejected; the validators below enforce the same rules.
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", json_schema_extra=_amount_rules()
+    )
 
     payment_id: str = Field(min_length=1, max_length=128, pattern=_IDENTIFIER, examples=["pay-2024-0001"])
     order_id: str | None = Field(None, min_length=1, max_length=128, pattern=_IDENTIFIER, examples=["ord-42"])
     # Declared before ``amount`` so the amount validator can see it (pydantic validates in order).
     currency: str = Field(
-        description="ISO 4217 code, upper case", min_length=3, max_length=3, examples=["EUR"]
+        description="ISO 4217 code, upper case",
+        min_length=3,
+        max_length=3,
+        examples=["EUR"],
+        json_schema_extra={"enum": _CURRENCY_CODES},
     )
     amount: str = Field(
         description="Decimal string > 0 with at most the currency's minor units (JPY 0, EUR 2, KWD 3)",
         min_length=1,
         max_length=32,
         examples=["12.50"],
+        json_schema_extra={"pattern": amount_pattern(_MAX_MINOR_UNITS)},
     )
     payer: str = Field(min_length=1, max_length=256, examples=["acct-payer-1"])
     payee: str = Field(min_length=1, max_length=256, examples=["acct-payee-9"])
-    details: dict[str, Any] = Field(default_factory=dict, description="Free JSON, stored with the request")
+    # JSON Schema cannot bound nesting; relay.api refuses a body deeper than MAX_BODY_DEPTH (32) with a 400.
+    details: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Free JSON, stored with the request; the whole body may nest at most 32 levels deep",
+    )
 
     @field_validator("currency")
     @classmethod
@@ -66,13 +114,11 @@ class PaymentRequest(ApiModel):
     @field_validator("amount")
     @classmethod
     def _valid_amount(cls, value: str, info: ValidationInfo) -> str:
-        if not all(c.isdigit() or c == "." for c in value) or value.count(".") > 1 or value.startswith("."):
-            raise ValueError("must be a decimal string like '12.50' (digits and one optional '.')")
-        try:
-            amount = Decimal(value)
-        except InvalidOperation:
-            raise ValueError("must be a decimal string like '12.50'") from None
-        if amount <= 0:
+        if not _DECIMAL.fullmatch(value):
+            raise ValueError(
+                "must be a decimal string like '12.50' (digits and one optional '.', no leading zeros)"
+            )
+        if Decimal(value) <= 0:
             raise ValueError("must be greater than 0")
         currency = info.data.get("currency")
         if currency is not None:

@@ -23,13 +23,14 @@ from pydantic import BaseModel
 from relay import api
 from relay.errors import TransientError, classify
 from relay.observability import logger as relay_logger
-from scores.hours import HOUR, hour_start, normalise_hour
+from scores.hours import FIRST_HOUR, HOUR, LAST_HOUR, InstantOutOfRange, hour_start, normalise_hour
 from scores.models import (
     AgentScores,
     ErrorResponse,
     FieldError,
     ScoreSnapshotView,
     SnapshotAccepted,
+    SnapshotHourAhead,
     SnapshotRequest,
 )
 from scores.runtime import runtime
@@ -40,6 +41,8 @@ app = APIGatewayHttpResolver(enable_validation=True)
 
 _JSON = "application/json"
 _AGENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
+# A snapshot request is one field (the rule passes the event's detail); anything this large is not one.
+MAX_BODY_BYTES = 16 * 1024
 
 
 def _error(
@@ -67,7 +70,10 @@ def _doc(description: str, model: type[BaseModel] = ErrorResponse) -> OpenAPIRes
     ),
     responses={
         202: _doc("Accepted; the snapshot is computed asynchronously", SnapshotAccepted),
-        400: _doc("Invalid body: field-level errors, nothing enqueued"),
+        400: _doc("Invalid body: field-level errors (field `body` when it is not JSON), nothing enqueued"),
+        409: _doc("snapshotHour is more than an hour ahead of now: too early, nothing enqueued"),
+        413: _doc("Body larger than 16 KiB"),
+        415: _doc("Body that is not application/json (UTF-8)"),
         503: _doc("The queue is unavailable; retry"),
     },
     tags=["scores"],
@@ -99,16 +105,28 @@ def request_snapshot(request: Annotated[SnapshotRequest, Body(embed=False)]) -> 
 @app.get(
     "/agents/<agentId>/scores",
     summary="An agent's hourly score snapshots",
-    description="Oldest first; `from` and `to` (inclusive) are ISO-8601 date-times, taken to their UTC hour.",
+    description=(
+        "Oldest first; `from` and `to` (inclusive) are ISO-8601 date-times, taken to their UTC hour. "
+        "A range whose `from` is after its `to` is empty."
+    ),
     responses={200: _doc("The snapshots", AgentScores), 400: _doc("Invalid agent id or range")},
     tags=["scores"],
 )
 def get_scores(
     agent_id: Annotated[str, Path(alias="agentId", min_length=1, max_length=256, pattern=_AGENT_ID)],
     from_: Annotated[
-        str | None, Query(alias="from", max_length=64, description="First hour (inclusive)")
+        str | None,
+        Query(
+            alias="from",
+            max_length=64,
+            description="First hour (inclusive)",
+            json_schema_extra={"format": "date-time"},
+        ),
     ] = None,
-    to: Annotated[str | None, Query(max_length=64, description="Last hour (inclusive)")] = None,
+    to: Annotated[
+        str | None,
+        Query(max_length=64, description="Last hour (inclusive)", json_schema_extra={"format": "date-time"}),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many snapshots")] = 500,
 ) -> Response[dict[str, Any]]:
     fields: list[FieldError] = []
@@ -118,12 +136,15 @@ def get_scores(
             continue
         try:
             hours[name] = normalise_hour(raw)
+        except InstantOutOfRange as exc:  # a valid date-time beyond year 1 or 9999 once in UTC
+            hours[name] = LAST_HOUR if exc.later else FIRST_HOUR
         except ValueError as exc:
             fields.append(FieldError(field=name, message=str(exc)))
-    if not fields and hours["from"] and hours["to"] and hours["from"] > hours["to"]:
-        fields.append(FieldError(field="from", message="must not be after `to`"))
     if fields:
         return _error(400, "ValidationError", "the request is invalid", fields)
+    if hours["from"] and hours["to"] and hours["from"] > hours["to"]:  # an empty range, not an invalid one
+        empty = AgentScores(agent_id=agent_id, snapshots=[])
+        return Response(status_code=200, content_type=_JSON, body=empty.to_json_dict())
     snapshots, more = runtime().api_store.snapshots(
         agent_id, from_hour=hours["from"], to_hour=hours["to"], limit=limit
     )
@@ -157,6 +178,12 @@ def _invalid_request(exc: RequestValidationError) -> Response[Any]:
     return _error(400, "ValidationError", "the request is invalid; nothing was enqueued", fields)
 
 
+@app.exception_handler(SnapshotHourAhead)  # type: ignore[untyped-decorator]
+def _too_early(exc: SnapshotHourAhead) -> Response[Any]:
+    # 409, not 400: the request is valid, the hour has not come (an API Destination retries a 409).
+    return _error(409, "SnapshotHourAhead", str(exc))
+
+
 @app.exception_handler(TransientError)  # type: ignore[untyped-decorator]
 def _unavailable(exc: TransientError) -> Response[Any]:
     logger.warning("dependency unavailable", extra={"error": str(exc)})
@@ -167,7 +194,9 @@ def _unavailable(exc: TransientError) -> Response[Any]:
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    # The body is screened before the resolver parses it: size, Content-Type, base64, UTF-8 and JSON
+    # limits, each a 4xx (relay.api).
+    return api.resolve(app, event, context, max_body_bytes=MAX_BODY_BYTES)
 
 
 def openapi_document() -> str:

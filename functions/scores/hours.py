@@ -12,6 +12,18 @@ from datetime import UTC, datetime, timedelta
 
 HOUR = timedelta(hours=1)
 _MAX_LENGTH = 64
+# The first and last hours a canonical hour text can name (datetime's years 1 to 9999).
+FIRST_HOUR = "0001-01-01T00:00:00Z"
+LAST_HOUR = "9999-12-31T23:00:00Z"
+
+
+class InstantOutOfRange(ValueError):
+    """A valid ISO-8601 instant whose UTC time falls outside the years 1 to 9999 (e.g.
+    ``0001-01-01T00:00:00+01:00``): ``later`` tells which end it is beyond."""
+
+    def __init__(self, later: bool) -> None:
+        super().__init__(f"is {'after the year 9999' if later else 'before the year 1'} in UTC")
+        self.later = later
 
 
 def parse_instant(text: str) -> datetime:
@@ -32,7 +44,10 @@ def parse_instant(text: str) -> datetime:
     if moment.tzinfo is None or moment.utcoffset() is None:
         # A local time without a zone names a different hour on every machine: refuse to guess.
         raise ValueError("must include a time zone (Z or ±hh:mm), e.g. 2026-11-29T10:00:00Z")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise InstantOutOfRange(later=moment.year == datetime.max.year) from None
 
 
 def floor_hour(moment: datetime) -> datetime:

@@ -82,11 +82,7 @@ class OrdersStack(RelayStack):
             self,
             "Api",
             handler="orders.api.handler",
-            environment={
-                **orders_env,
-                **idempotency_env,
-                "MAX_ORDER_ITEMS": str(settings.max_order_items),
-            },
+            environment={**orders_env, **idempotency_env},
             description="POST /orders, GET /orders/{orderId}, POST /orders/{orderId}/cancel",
         )
         orders.grant_read_write_data(api_fn.function)

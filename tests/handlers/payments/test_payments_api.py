@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import FakeContext
+from tests.handlers.hostile_http import assert_refused, hostile_bodies, readable_encodings, with_body
 from tests.handlers.payments.builders import (
     accepted_operation,
     body_of,
@@ -129,6 +131,72 @@ def test_body_that_is_not_json_is_400(infra: Infrastructure) -> None:
 
     assert response["statusCode"] == 400
     _nothing_stored(infra)
+
+
+@pytest.mark.parametrize("hostile", hostile_bodies(payment_request(), max_body_bytes=1_048_576))
+def test_a_body_the_api_cannot_read_is_4xx_never_5xx_and_nothing_is_stored(
+    infra: Infrastructure, hostile: tuple[dict[str, object], dict[str, str], int, str]
+) -> None:
+    from payments import api
+
+    fields, headers, status, error = hostile
+    response = api.handler(with_body(http_event("POST", "/payments"), fields, headers), FakeContext())
+
+    assert_refused(response, status, error)
+    _nothing_stored(infra)
+
+
+@pytest.mark.parametrize("encoding", readable_encodings(payment_request()))
+def test_a_valid_body_is_accepted_however_api_gateway_encodes_it(
+    infra: Infrastructure, encoding: tuple[dict[str, object], dict[str, str | None]]
+) -> None:
+    from payments import api
+
+    fields, headers = encoding
+    response = api.handler(with_body(http_event("POST", "/payments"), fields, headers), FakeContext())
+
+    assert response["statusCode"] == 202, response
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency"),
+    [("5.", "EUR"), ("012.50", "EUR"), ("0.00", "EUR"), ("0.000", "KWD"), ("1e3", "JPY"), ("+1", "USD")],
+)
+def test_amounts_outside_the_documented_pattern_are_400(
+    infra: Infrastructure, amount: str, currency: str
+) -> None:
+    from payments.models import PaymentRequest
+
+    response = post_payment(payment_request(amount=amount, currency=currency))
+
+    assert response["statusCode"] == 400, body_of(response)
+    assert body_of(response)["fields"][0]["field"] == "amount"
+    rules = PaymentRequest.model_json_schema()
+    assert not _schema_accepts(rules, amount, currency)
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency"), [("0.1", "KWD"), ("0.001", "BHD"), ("0.05", "EUR"), ("10", "EUR"), ("7", "JPY")]
+)
+def test_amounts_the_document_allows_are_accepted(infra: Infrastructure, amount: str, currency: str) -> None:
+    from payments.models import PaymentRequest
+
+    assert _schema_accepts(PaymentRequest.model_json_schema(), amount, currency)
+    assert post_payment(payment_request(amount=amount, currency=currency))["statusCode"] == 202
+
+
+def _schema_accepts(schema: dict[str, object], amount: str, currency: str) -> bool:
+    """The checked-in rules (field pattern, currency enum, per-currency if/then) applied by hand."""
+    import re
+
+    properties: dict[str, dict[str, object]] = schema["properties"]  # type: ignore[assignment]
+    if currency not in properties["currency"]["enum"]:  # type: ignore[operator]
+        return False
+    patterns = [str(properties["amount"]["pattern"])]
+    for rule in schema["allOf"]:  # type: ignore[attr-defined]
+        if currency in rule["if"]["properties"]["currency"]["enum"]:
+            patterns.append(rule["then"]["properties"]["amount"]["pattern"])
+    return all(re.search(p, amount) for p in patterns)
 
 
 def test_body_over_the_maximum_is_413_before_parsing(

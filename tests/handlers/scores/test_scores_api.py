@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from relay.envelope import build_event_id
+from tests.handlers.hostile_http import assert_refused, hostile_bodies, readable_encodings, with_body
 from tests.handlers.scores.world import SCORES_TABLE, ScoresWorld, body_of, call_api, http_event
 
 OPENAPI = Path(__file__).resolve().parents[3] / "functions" / "scores" / "openapi.json"
@@ -88,7 +89,8 @@ def test_each_retry_of_an_hour_enqueues_the_same_event_id(world: ScoresWorld) ->
         ({"snapshotHour": "2026-11-29T10:00:00"}, "time zone"),
         ({"snapshotHour": "2026-11-29"}, "not a date"),
         ({"snapshotHour": 1764410400}, "string"),
-        ({"snapshotHour": "2030-01-01T00:00:00Z"}, "ahead of now"),
+        ({"snapshotHour": "1969-12-31T23:00:00Z"}, "1970 or later"),
+        ({"snapshotHour": " 2026-11-29T10:00:00Z"}, "1970 or later"),  # the document's pattern, as sent
     ],
 )
 def test_invalid_body_is_400_with_field_errors_and_nothing_enqueued(
@@ -102,6 +104,46 @@ def test_invalid_body_is_400_with_field_errors_and_nothing_enqueued(
     assert [f["field"] for f in error["fields"]] == ["snapshotHour"]
     assert reason.lower() in error["fields"][0]["message"].lower()
     assert world.receive() == []
+
+
+@pytest.mark.parametrize(
+    "hour", ["2999-01-01T00:00:00Z", "9999-12-31T23:30:00-05:00"], ids=["far ahead", "beyond 9999 in UTC"]
+)
+def test_an_hour_ahead_of_now_is_409_too_early_and_nothing_enqueued(world: ScoresWorld, hour: str) -> None:
+    response = post_snapshot({"snapshotHour": hour})
+
+    assert response["statusCode"] == 409
+    assert body_of(response)["error"] == "SnapshotHourAhead"
+    assert "ahead of now" in body_of(response)["message"]
+    assert world.receive() == []
+
+
+def test_an_hour_in_1970_that_is_1969_in_utc_is_accepted(world: ScoresWorld) -> None:
+    response = post_snapshot({"snapshotHour": "1970-01-01T00:30:00+01:00"})
+
+    assert response["statusCode"] == 202
+    assert body_of(response)["snapshotHour"] == "1969-12-31T23:00:00Z"
+
+
+@pytest.mark.parametrize("hostile", hostile_bodies({"snapshotHour": HOUR}, max_body_bytes=16 * 1024))
+def test_a_body_the_api_cannot_read_is_4xx_never_5xx_and_nothing_enqueued(
+    world: ScoresWorld, hostile: tuple[dict[str, object], dict[str, str], int, str]
+) -> None:
+    fields, headers, status, error = hostile
+    response = call_api(with_body(http_event("POST", "/score-snapshots"), fields, headers))
+
+    assert_refused(response, status, error)
+    assert world.receive() == []
+
+
+@pytest.mark.parametrize("encoding", readable_encodings({"snapshotHour": HOUR}))
+def test_a_valid_body_is_accepted_however_api_gateway_encodes_it(
+    world: ScoresWorld, encoding: tuple[dict[str, object], dict[str, str | None]]
+) -> None:
+    fields, headers = encoding
+    response = call_api(with_body(http_event("POST", "/score-snapshots"), fields, headers))
+
+    assert response["statusCode"] == 202, response
 
 
 def test_body_that_is_not_json_is_400(world: ScoresWorld) -> None:
@@ -218,7 +260,6 @@ def test_get_for_an_agent_without_snapshots_is_an_empty_list(world: ScoresWorld)
     [
         ({"from": "soon"}, "from"),
         ({"to": "2026-11-29T10:00:00"}, "to"),
-        ({"from": "2026-11-29T10:00:00Z", "to": "2026-11-29T09:00:00Z"}, "from"),
         ({"limit": "0"}, "limit"),
     ],
 )
@@ -227,6 +268,27 @@ def test_get_with_an_invalid_range_is_400(world: ScoresWorld, query: dict[str, s
 
     assert response["statusCode"] == 400
     assert [f["field"] for f in body_of(response)["fields"]] == [field]
+
+
+def test_a_range_from_after_to_is_empty_not_invalid(world: ScoresWorld) -> None:
+    seed(world, "agent-a", HOURS)
+
+    response = get_scores("agent-a", **{"from": HOURS[3], "to": HOURS[1]})
+
+    assert response["statusCode"] == 200
+    assert body_of(response)["snapshots"] == []
+
+
+def test_range_ends_beyond_the_representable_years_are_open_ends(world: ScoresWorld) -> None:
+    seed(world, "agent-a", HOURS)
+
+    # 0001-01-01T00:00+01:00 is in the year 0 in UTC; 9999-12-31T23:30-05:00 in the year 10000.
+    response = get_scores(
+        "agent-a", **{"from": "0001-01-01T00:00:00+01:00", "to": "9999-12-31T23:30:00-05:00"}
+    )
+
+    assert response["statusCode"] == 200
+    assert [s["snapshotHour"] for s in body_of(response)["snapshots"]] == HOURS
 
 
 def test_checked_in_openapi_document_is_current() -> None:

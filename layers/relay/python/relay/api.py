@@ -1,9 +1,13 @@
 """What every HTTP API handler (Powertools ``APIGatewayHttpResolver``) does the same way.
 
+* ``resolve``: the Lambda entry point's one call. Before the resolver sees the request it refuses, with
+  a 4xx and never a 5xx, every body the API cannot read: over the size limit (413), not JSON by its
+  Content-Type (415), not valid base64 when ``isBase64Encoded``, not UTF-8, not JSON, nested deeper than
+  ``MAX_BODY_DEPTH``, or holding what ``relay.untrusted_json`` refuses (400, field ``body``). What
+  passes reaches Powertools as plain JSON text, so its parser never meets hostile bytes;
 * ``field_errors``: a ``RequestValidationError`` as ``(field, message)`` pairs for a 400 body
   (``("body", "items", 0, "quantity")`` -> ``items.0.quantity``);
-* ``body_size`` / ``payload_too_large``: the raw-body size check, done before anything parses the
-  body, and its 413 answer;
+* ``payload_too_large``: the 413 answer;
 * ``openapi_document``: the resolver's OpenAPI document as checked in, without Powertools' default
   ``422 HTTPValidationError`` entries (these APIs answer validation errors with 400).
 """
@@ -11,12 +15,101 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
+
+from relay import untrusted_json
+from relay.errors import InvalidInput
 
 _JSON = "application/json"
 _POWERTOOLS_422 = "#/components/schemas/HTTPValidationError"
+# DynamoDB's own limit for nested maps and lists: a body this API stores can never be deeper than that.
+MAX_BODY_DEPTH = 32
+# Methods whose body the APIs read; a body sent with GET is not read, so not screened.
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def resolve(app: Any, event: dict[str, Any], context: Any, *, max_body_bytes: int) -> dict[str, Any]:
+    """``app.resolve(event, context)`` for a request whose body this API can read; a 4xx otherwise."""
+    refused, event = screen_body(event, max_body_bytes=max_body_bytes)
+    if refused is not None:
+        return refused
+    answer: dict[str, Any] = app.resolve(event, context)
+    return answer
+
+
+def screen_body(
+    event: dict[str, Any], *, max_body_bytes: int
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """``(answer, event)``: the 4xx answer for a body this API cannot read, or ``None`` and the event
+    with its body as plain JSON text (``isBase64Encoded`` false)."""
+    body = event.get("body")
+    if body is None or body == "":
+        return None, event
+    if not isinstance(body, str):
+        return _unreadable("is not text"), event
+    raw: bytes | None = None
+    if event.get("isBase64Encoded"):
+        try:
+            raw = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            return _unreadable("is marked base64-encoded (isBase64Encoded) but is not base64"), event
+        size = len(raw)
+    else:
+        size = len(body.encode("utf-8", errors="surrogatepass"))
+    if size > max_body_bytes:
+        return payload_too_large(max_body_bytes), event
+    method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", "")).upper()
+    if method not in _BODY_METHODS:
+        return None, event
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    refused = _unsupported_media_type(headers.get("content-type"))
+    if refused is not None:
+        return refused, event
+    try:
+        untrusted_json.loads(raw if raw is not None else body, what="the body", max_depth=MAX_BODY_DEPTH)
+    except InvalidInput as exc:
+        return _unreadable(str(exc).removeprefix("the body ")), event
+    # What Powertools then reads: plain text, and the media type as it matches it (case-sensitively).
+    headers["content-type"] = _JSON
+    text = raw.decode("utf-8") if raw is not None else body
+    return None, {**event, "headers": headers, "body": text, "isBase64Encoded": False}
+
+
+def _unsupported_media_type(content_type: str | None) -> dict[str, Any] | None:
+    # No Content-Type is read as JSON, as Powertools does (API Gateway then delivers it base64-encoded).
+    if content_type is None or not content_type.strip():
+        return None
+    media_type, *params = (part.strip() for part in content_type.split(";"))
+    charset = next(
+        (p.split("=", 1)[1].strip().strip('"') for p in params if p.lower().startswith("charset=")), None
+    )
+    if media_type.lower() == _JSON and (charset is None or charset.lower() in ("utf-8", "utf8")):
+        return None
+    shown = content_type.strip()[:100]
+    message = f"the body must be {_JSON} (UTF-8), not {shown!r}; nothing was done"
+    return _answer(415, "UnsupportedMediaType", message)
+
+
+def _unreadable(reason: str) -> dict[str, Any]:
+    fields = [{"field": "body", "message": reason}]
+    return _answer(400, "ValidationError", f"the body {reason}; nothing was done", fields)
+
+
+def _answer(
+    status: int, error: str, message: str, fields: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": error, "message": message}
+    if fields:
+        body["fields"] = fields
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": _JSON},
+        "body": json.dumps(body),
+        "isBase64Encoded": False,
+    }
 
 
 def field_errors(
@@ -39,22 +132,9 @@ def field_errors(
     return pairs
 
 
-def body_size(event: Mapping[str, Any]) -> int:
-    body = event.get("body") or ""
-    if event.get("isBase64Encoded"):
-        return len(base64.b64decode(body))
-    return len(body.encode("utf-8"))
-
-
 def payload_too_large(limit: int) -> dict[str, Any]:
     """The 413 answer (API Gateway payload 2.0), in the APIs' error shape."""
-    message = f"the body is larger than {limit} bytes; nothing was stored"
-    return {
-        "statusCode": 413,
-        "headers": {"Content-Type": _JSON},
-        "body": json.dumps({"error": "PayloadTooLarge", "message": message}),
-        "isBase64Encoded": False,
-    }
+    return _answer(413, "PayloadTooLarge", f"the body is larger than {limit} bytes; nothing was stored")
 
 
 def openapi_document(app: Any, *, title: str, version: str = "1.0.0") -> str:

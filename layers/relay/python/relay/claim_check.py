@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import Any
 
+from relay import untrusted_json
 from relay.envelope import ClaimCheckRef
 from relay.errors import ClaimCheckMismatch
 
@@ -78,4 +79,6 @@ def get_bytes(ref: ClaimCheckRef, s3_client: Any = None) -> bytes:
 
 
 def get_json(ref: ClaimCheckRef, s3_client: Any = None) -> Any:
-    return json.loads(get_bytes(ref, s3_client=s3_client))
+    """The claim-checked document; InvalidInput (permanent) when its bytes are not JSON this code can use."""
+    data = get_bytes(ref, s3_client=s3_client)
+    return untrusted_json.loads(data, what=f"claim check s3://{ref.bucket}/{ref.key}")

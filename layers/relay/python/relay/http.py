@@ -131,6 +131,6 @@ def _read(status: int, headers: Any, raw: bytes) -> HttpResponse:
     text = raw.decode("utf-8", errors="replace")
     try:
         body: Any = json.loads(text) if text else None
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, or JSON no caller can use (too deep, huge numbers)
         body = text
     return HttpResponse(status=status, body=body, text=text, retry_after=retry_after(headers))

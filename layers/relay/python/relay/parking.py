@@ -4,6 +4,12 @@ Why not just let the redrive policy do it: a permanent failure would then occupy
 ``maxReceiveCount`` receives (each one a visibility timeout long) and arrive in the DLQ with no
 reason attached. Parking sends the ORIGINAL body and attributes at once, with the reason as
 message attributes that the ops CLI shows and a redrive carries along.
+
+SQS counts message attributes (names, types and values) towards the maximum message size, so a body
+near the maximum no longer fits with the reason beside it. When the DLQ refuses the message as too
+large, it is parked again with the body intact and only the reason (error class and a short message):
+the original attributes are dropped rather than leaving the message to burn receives until the redrive
+policy moves it without any reason.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from typing import Any
 # SQS allows at most 10 message attributes per message; ours take 6, the original keeps the rest.
 MAX_MESSAGE_ATTRIBUTES = 10
 ERROR_MESSAGE_LIMIT = 1000
+# The reason kept when the full set of attributes makes the message too large for the DLQ.
+SHORT_ERROR_MESSAGE_LIMIT = 200
 ATTRIBUTE_PREFIX = "relay."
 
 
@@ -33,12 +41,10 @@ def park(
     # A message that was redriven and fails again keeps the time of its FIRST failure.
     first_failure = _string_value(original.get("relay.firstFailureAt")) or _iso(now or datetime.now(UTC))
     message = str(error) or type(error).__name__
-    if len(message) > ERROR_MESSAGE_LIMIT:
-        message = message[: ERROR_MESSAGE_LIMIT - 1] + "…"
 
     ours = {
         "relay.errorClass": type(error).__name__,
-        "relay.errorMessage": message,
+        "relay.errorMessage": _shorten(message, ERROR_MESSAGE_LIMIT),
         "relay.firstFailureAt": first_failure,
         "relay.originalMessageId": str(record.get("messageId", "")),
         "relay.receiveCount": str(attributes.get("ApproximateReceiveCount", "1")),
@@ -67,7 +73,33 @@ def park(
         # Deduplicating on the original messageId makes a re-park (retry after a crash) a no-op.
         params["MessageGroupId"] = attributes.get("MessageGroupId") or "relay-parked"
         params["MessageDeduplicationId"] = str(record.get("messageId", ""))[:128]
-    sqs_client.send_message(**params)
+    try:
+        sqs_client.send_message(**params)
+    except Exception as exc:
+        if not _too_large(exc):
+            raise
+        params["MessageAttributes"] = {
+            "relay.errorClass": {"DataType": "String", "StringValue": ours["relay.errorClass"]},
+            "relay.errorMessage": {
+                "DataType": "String",
+                "StringValue": _shorten(message, SHORT_ERROR_MESSAGE_LIMIT) or "-",
+            },
+        }
+        sqs_client.send_message(**params)
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _too_large(exc: Exception) -> bool:
+    """SQS's answer to a message over the queue's MaximumMessageSize (body and attributes together)."""
+    error = (getattr(exc, "response", None) or {}).get("Error", {}) or {}
+    code = str(error.get("Code", ""))
+    text = str(error.get("Message", "")).lower()
+    return code == "MessageTooLong" or (
+        code in ("InvalidParameterValue", "InvalidParameterValueException") and "shorter than" in text
+    )
 
 
 def _iso(moment: datetime) -> str:
