@@ -83,6 +83,20 @@ def test_get_unknown_operation_is_404_with_json_error(infra: Infrastructure) -> 
     assert body_of(response)["error"] == "OperationNotFound"
 
 
+def test_an_operation_id_is_checked_decoded_as_the_document_describes_it(infra: Infrastructure) -> None:
+    from payments import api
+
+    from tests.builders import FakeContext
+
+    # 20 characters, 80 bytes percent-encoded: API Gateway passes rawPath as sent.
+    operation_id = "é" * 20
+    sent = "".join(f"%{b:02X}" for b in operation_id.encode())
+    response = api.handler(http_event("GET", f"/operations/{sent}"), FakeContext())
+
+    assert response["statusCode"] == 404, response
+    assert body_of(response)["message"] == f"no operation {operation_id}"
+
+
 def test_unknown_route_is_404(infra: Infrastructure) -> None:
     from payments import api
 
