@@ -35,6 +35,7 @@ from relay.observability import logger as relay_logger
 
 logger = relay_logger()
 app = APIGatewayHttpResolver(enable_validation=True)
+api.answer_unmatched_paths(app)
 
 _JSON = "application/json"
 # An order is a few hundred bytes; anything this large is not one (checked before parsing).

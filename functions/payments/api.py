@@ -27,6 +27,7 @@ from relay.observability import logger as relay_logger
 
 logger = relay_logger()
 app = APIGatewayHttpResolver(enable_validation=True)
+api.answer_unmatched_paths(app)
 
 _JSON = "application/json"
 

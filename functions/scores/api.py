@@ -38,6 +38,7 @@ from scores.snapshots import enqueue_snapshot
 
 logger = relay_logger()
 app = APIGatewayHttpResolver(enable_validation=True)
+api.answer_unmatched_paths(app)
 
 _JSON = "application/json"
 _AGENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"

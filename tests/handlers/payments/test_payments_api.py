@@ -105,6 +105,19 @@ def test_unknown_route_is_404(infra: Infrastructure) -> None:
     response = api.handler(http_event("GET", "/refunds"), FakeContext())
 
     assert response["statusCode"] == 404
+    # The documents' error shape (ErrorResponse), not Powertools' own.
+    assert body_of(response) == {"error": "NotFound", "message": "nothing at GET /refunds"}
+
+
+def test_an_operation_id_the_router_cannot_match_is_404_in_the_error_shape(infra: Infrastructure) -> None:
+    from payments import api
+
+    from tests.builders import FakeContext
+
+    response = api.handler(http_event("GET", "/operations/%0Aa%22b"), FakeContext())
+
+    assert response["statusCode"] == 404
+    assert set(body_of(response)) == {"error", "message"}
 
 
 @pytest.mark.parametrize(

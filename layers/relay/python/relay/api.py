@@ -41,6 +41,19 @@ def resolve(app: Any, event: dict[str, Any], context: Any, *, max_body_bytes: in
     return answer
 
 
+def answer_unmatched_paths(app: Any) -> None:
+    """A request API Gateway routed here whose path the resolver cannot match (a decoded parameter with
+    a character outside Powertools' pattern, say) is a 404 in the documents' error shape, not
+    Powertools' own ``{"statusCode", "message"}``."""
+    from aws_lambda_powertools.event_handler import Response
+
+    @app.not_found  # type: ignore[untyped-decorator]
+    def _not_found(_exc: Exception) -> Response[str]:
+        event = app.current_event
+        body = {"error": "NotFound", "message": f"nothing at {event.http_method} {event.path}"}
+        return Response(404, content_type=_JSON, body=json.dumps(body))
+
+
 def decoded_path(event: dict[str, Any]) -> dict[str, Any]:
     """The event with ``rawPath`` percent-decoded. Powertools matches routes and takes path parameters
     from ``rawPath``, which API Gateway passes as the client sent it; the OpenAPI document describes the
