@@ -110,7 +110,11 @@ def request_snapshot(request: Annotated[SnapshotRequest, Body(embed=False)]) -> 
         "Oldest first; `from` and `to` (inclusive) are ISO-8601 date-times, taken to their UTC hour. "
         "A range whose `from` is after its `to` is empty."
     ),
-    responses={200: _doc("The snapshots", AgentScores), 400: _doc("Invalid agent id or range")},
+    responses={
+        200: _doc("The snapshots", AgentScores),
+        400: _doc("Invalid agent id or range"),
+        404: _doc("An agent id the router cannot match (a character outside the id's pattern)"),
+    },
     tags=["scores"],
 )
 def get_scores(
