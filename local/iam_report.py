@@ -7,6 +7,7 @@ and a denial is a missing grant, or a call the function should not make.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import urllib.request
@@ -75,10 +76,10 @@ class DenialWatcher:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            try:
+            # The emulator is stopping, or unreachable for a moment (a session's sandbox outlives its
+            # tests): poll again next time.
+            with contextlib.suppress(Exception):
                 self.poll()
-            except OSError:
-                continue  # the emulator is stopping
 
     def close(self) -> None:
         self._stop.set()
