@@ -105,7 +105,7 @@ def format_report(report: dict[str, Any]) -> list[str]:
         lines.append(f"DENIED ×{count:<4} {call}")
         total_denied += count
     lines.append(
-        f"{len(report['functions'])} functions: {total_unused} grants never used, "
+        f"{len(report['functions'])} callers (functions, schedules): {total_unused} grants never used, "
         f"{total_denied} calls denied (logs:* grants are used by Lambda itself, not by the code, "
         "and are not listed)"
     )
