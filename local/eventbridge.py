@@ -354,6 +354,7 @@ class EventBridge:
             .replace("<aws.scheduler.schedule-arn>", spec.arn)
         )
         bus = spec.target_arn.rsplit("/", 1)[-1]
+        events, sqs = self._as_schedule.get(spec.name, (self.events, self.sqs))
         started = time.time()
         error_code, error = "", ""
         for attempt in range(spec.retry.maximum_retry_attempts + 1):
@@ -366,7 +367,6 @@ class EventBridge:
                     "Resources": [spec.arn],
                     "Time": moment,
                 }
-                events = self._as_schedule.get(spec.name, (self.events, self.sqs))[0]
                 result = events.put_events(Entries=[entry])["Entries"][0]
                 if result.get("EventId"):
                     firing.event_id = str(result["EventId"])
@@ -382,7 +382,7 @@ class EventBridge:
         self.log(f"schedule {spec.name}: PutEvents to {bus} failed ({firing.error})")
         if spec.dlq_arn:
             self._dead_letter(
-                self._as_schedule.get(spec.name, (self.events, self.sqs))[1],
+                sqs,
                 spec.dlq_arn,
                 detail,
                 {

@@ -14,7 +14,6 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from local.iam import access_key_for
 from local.iam_enforcer import CONTROL_PREFIX
 from local.provision import IamModel, Topology
 
@@ -30,8 +29,7 @@ def enforce(endpoint: str, topology: Topology, model: IamModel | None = None) ->
     """Give the emulator every function's role and the resource policies (``model``: another model
     than the templates', for a test that removes a grant); from now on each call a function makes is
     authorized. Returns the counts the emulator loaded."""
-    model = model or topology.iam
-    document = model.to_json({caller: access_key_for(caller) for caller in model.function_roles})
+    document = (model or topology.iam).to_json()
     result: dict[str, int] = _call(endpoint, "model", method="PUT", body=document)
     return result
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from local.emulator import ACCOUNT_ID, REGION, client
+from local.iam import access_key_for
 from local.templates import Physical, Resolver, Stack, Unresolved, asset_dir
 
 # Types not materialized locally, with why. Printed once per type at start.
@@ -203,27 +204,25 @@ class IamModel:
     role_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # role name -> policies
     resource_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # ARN -> policies
     # caller -> role ARN: every function, and every schedule ("schedule <name>": its execution role)
-    function_roles: dict[str, str] = field(default_factory=dict)
+    caller_roles: dict[str, str] = field(default_factory=dict)
     queues: list[str] = field(default_factory=list)  # queue ARNs (SNS deliveries to them are checked)
 
-    def to_json(self, access_keys: dict[str, str]) -> dict[str, Any]:
-        """The model for the emulator; ``access_keys`` maps each caller -> its access key id."""
+    def to_json(self) -> dict[str, Any]:
+        """The model for the emulator: each caller with the access key it signs with and its policies."""
         names = {arn: name for name, arn in self.roles.items()}
-        functions = []
-        for function, role_arn in sorted(self.function_roles.items()):
-            if function in access_keys:
-                functions.append(
-                    {
-                        "function": function,
-                        "accessKeyId": access_keys[function],
-                        "role": role_arn,
-                        "policies": self.role_policies.get(names.get(role_arn, ""), []),
-                    }
-                )
+        callers = [
+            {
+                "function": caller,
+                "accessKeyId": access_key_for(caller),
+                "role": role_arn,
+                "policies": self.role_policies.get(names.get(role_arn, ""), []),
+            }
+            for caller, role_arn in sorted(self.caller_roles.items())
+        ]
         return {
             "account": ACCOUNT_ID,
             "region": REGION,
-            "functions": functions,
+            "functions": callers,
             "resourcePolicies": self.resource_policies,
             "queues": self.queues,
         }
@@ -568,7 +567,7 @@ class Provisioner:
             if directory is not None:
                 layer_dirs.append(directory)
         env = {k: str(v) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
-        self.topology.iam.function_roles[name] = str(props["Role"])
+        self.topology.iam.caller_roles[name] = str(props["Role"])
         self.topology.functions[name] = FunctionSpec(
             name=name,
             logical_id=logical_id,
@@ -777,7 +776,7 @@ class Provisioner:
             )
         )
         if target.get("RoleArn"):
-            self.topology.iam.function_roles[self.topology.schedules[-1].caller] = str(target["RoleArn"])
+            self.topology.iam.caller_roles[self.topology.schedules[-1].caller] = str(target["RoleArn"])
         return Physical(ref=name, attrs={"Arn": arn})
 
     def _connection(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
