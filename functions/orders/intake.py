@@ -14,7 +14,6 @@ and decides again, so "cancel" never overwrites "paid".
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,24 +29,15 @@ from orders.orders import (
     now_iso,
     plan_transition,
 )
-from orders.store import OrderStore, RequestKeyTaken, status_of
+from orders.store import OrderStore, status_of
 from orders.subscriptions import ORDER_CANCELLED, ORDER_CREATED
-from relay.envelope import Envelope, canonical_json, new_envelope
+from relay.envelope import Envelope, new_envelope
 from relay.errors import DependencyUnavailable
+from relay.request_keys import Binding, IdempotencyKeyMismatch, RequestKeyRecord, request_sha256
+
+__all__ = ["IdempotencyKeyMismatch"]
 
 CANCEL_ATTEMPTS = 3
-
-
-class IdempotencyKeyMismatch(Exception):
-    """The Idempotency-Key is bound to an order created from a different request body."""
-
-    def __init__(self, idempotency_key: str, order_id: str) -> None:
-        super().__init__(
-            f"Idempotency-Key {idempotency_key!r} was already used for order {order_id} with a different "
-            "request body; nothing was stored. Send the original body to get that order back, or use a "
-            "new key for a new order."
-        )
-        self.order_id = order_id
 
 
 class OrderNotFound(Exception):
@@ -117,61 +107,45 @@ def place_order(
     key_ttl_days: int,
     now: datetime | None = None,
 ) -> Placed:
-    request_sha256 = hashlib.sha256(canonical_json(request.to_document()).encode("utf-8")).hexdigest()
-    if idempotency_key is not None:
-        replay = _replay(store, idempotency_key, request_sha256)
-        if replay is not None:
-            return replay
 
-    moment = now or datetime.now(UTC)
-    at = now_iso(moment)
-    order = Order(
-        order_id=str(uuid.uuid4()),
-        customer_id=request.customer_id,
-        currency=request.currency,
-        items=tuple(OrderLine(item.sku, item.quantity) for item in request.items),
-        status=Status.CREATED,
-        version=1,
-        correlation_id=correlation_id,
-        created_at=at,
-        updated_at=at,
-        history=(HistoryEntry(str(Status.CREATED), at),),
-    )
-    created = order_event(
-        ORDER_CREATED,
-        order,
-        "created",
-        payload={"currency": order.currency, "items": items_payload(order)},
-        occurred_at=moment,
-    )
-    try:
-        store.create_order(
-            order,
-            created,
-            idempotency_key=idempotency_key,
-            request_sha256=request_sha256,
-            key_ttl_days=key_ttl_days,
+    def create(bind: Binding) -> Placed:
+        moment = now or datetime.now(UTC)
+        at = now_iso(moment)
+        order = Order(
+            order_id=str(uuid.uuid4()),
+            customer_id=request.customer_id,
+            currency=request.currency,
+            items=tuple(OrderLine(item.sku, item.quantity) for item in request.items),
+            status=Status.CREATED,
+            version=1,
+            correlation_id=correlation_id,
+            created_at=at,
+            updated_at=at,
+            history=(HistoryEntry(str(Status.CREATED), at),),
         )
-    except RequestKeyTaken:
-        # A concurrent request with the same key committed first and ours wrote nothing: answer as
-        # the replay of the winner.
-        replay = _replay(store, idempotency_key or "", request_sha256)
-        if replay is None:  # the binding vanished between the two reads (TTL): let the client retry
-            raise DependencyUnavailable("Idempotency-Key binding changed concurrently; retry") from None
-        return replay
-    return Placed(order, replayed=False)
+        created = order_event(
+            ORDER_CREATED,
+            order,
+            "created",
+            payload={"currency": order.currency, "items": items_payload(order)},
+            occurred_at=moment,
+        )
+        store.create_order(order, created, bind=bind)
+        return Placed(order, replayed=False)
 
+    def replay(record: RequestKeyRecord) -> Placed:
+        order = store.get_order(record.entity_id)
+        if order is None:  # bound but not created: impossible (one transaction) unless deleted by hand
+            raise OrderNotFound(record.entity_id)
+        return Placed(order, replayed=True)
 
-def _replay(store: OrderStore, idempotency_key: str, request_sha256: str) -> Placed | None:
-    record = store.get_request_key(idempotency_key)
-    if record is None:
-        return None
-    if record.request_sha256 != request_sha256:
-        raise IdempotencyKeyMismatch(idempotency_key, record.order_id)
-    order = store.get_order(record.order_id)
-    if order is None:  # bound but not created: impossible (one transaction) unless deleted by hand
-        raise OrderNotFound(record.order_id)
-    return Placed(order, replayed=True)
+    return store.request_keys.accept_once(
+        idempotency_key,
+        request_sha256(request.to_document()),
+        ttl_days=key_ttl_days,
+        create=create,
+        replay=replay,
+    )
 
 
 def cancel_order(store: OrderStore, order_id: str, *, now: datetime | None = None) -> Cancelled:

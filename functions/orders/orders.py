@@ -7,11 +7,11 @@
     PAID -> REJECTED                paid before the reservation, and then the stock was short (the
                                     OrderRejected event carries the payment so it can be refunded)
 
-CANCELLED and REJECTED are terminal. Every transition is written conditionally on the state AND
-version that were read (``store.OrderStore.transition_write``): the API, inventory and paid-orders
-consumers change the same order concurrently, and a writer that lost the race fails instead of
-overwriting -- it then re-reads and decides again. ``plan_transition`` refuses an illegal transition
-before anything is sent.
+CANCELLED and REJECTED are terminal. The rules of every entity's state machine (conditional writes
+from the state AND version that were read, the history entry, stale and illegal transitions) are the
+kernel's (``relay.state_machine``): the API, inventory and paid-orders consumers change the same order
+concurrently, and a writer that lost the race fails instead of overwriting -- it then re-reads and
+decides again.
 
 Orders never expire (no ``expiresAt``): they are business records. Only published outbox rows and
 idempotency records are cleaned up by TTL.
@@ -20,11 +20,13 @@ idempotency records are cleaned up by TTL.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from relay.errors import PermanentError
+from relay.state_machine import AlreadyApplied, IllegalTransition, StateMachine, Transition, now_iso
+
+__all__ = ["AlreadyApplied", "IllegalTransition", "now_iso"]
 
 
 class Status(enum.StrEnum):
@@ -53,23 +55,8 @@ PAYABLE = frozenset({Status.CREATED, Status.RESERVED})
 RESERVABLE = frozenset({Status.CREATED, Status.PAID})
 
 
-class IllegalTransition(PermanentError):
-    """A transition the state machine does not allow. Never applied; a consumer parks the message
-    that asked for it, the API answers 409."""
-
-
-class AlreadyApplied(Exception):
-    """The change this delivery wants is already in place (a duplicate or a concurrent delivery won):
-    acknowledge without effect. Never retried or parked."""
-
-
-def now_iso(moment: datetime | None = None) -> str:
-    return (
-        (moment or datetime.now(UTC))
-        .astimezone(UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
+MACHINE = StateMachine("order", ALLOWED)
+TransitionPlan = Transition[Status]
 
 
 @dataclass(frozen=True)
@@ -82,6 +69,9 @@ class OrderLine:
 class HistoryEntry:
     status: str
     at: str
+
+    def entry(self) -> dict[str, str]:
+        return {"status": self.status, "at": self.at}
 
 
 @dataclass(frozen=True)
@@ -110,22 +100,6 @@ class Order:
         return {"orderId": self.order_id}
 
 
-@dataclass(frozen=True)
-class TransitionPlan:
-    """A legal transition of one order, planned from the state and version that were read."""
-
-    order_id: str
-    source: Status
-    target: Status
-    expected_version: int
-    at: str
-    set_attributes: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def next_version(self) -> int:
-        return self.expected_version + 1
-
-
 def plan_transition(
     order: Order, target: Status, *, now: datetime | None = None, **attributes: Any
 ) -> TransitionPlan:
@@ -133,19 +107,15 @@ def plan_transition(
 
     ``attributes`` are domain fields set with the transition (``rejection=``, ``payment_operation_id=``).
     """
-    if target not in ALLOWED[order.status]:
-        allowed = ", ".join(sorted(ALLOWED[order.status])) or "none, it is terminal"
-        raise IllegalTransition(
-            f"order {order.order_id}: {order.status} -> {target} is not a legal transition "
-            f"(allowed from {order.status}: {allowed}); not applied."
-        )
-    return TransitionPlan(
-        order_id=order.order_id,
-        source=order.status,
-        target=target,
-        expected_version=order.version,
-        at=now_iso(now),
-        set_attributes=attributes,
+    at = now_iso(now)
+    return MACHINE.plan(
+        order.order_id,
+        order.status,
+        order.version,
+        target,
+        at=at,
+        entry=HistoryEntry(str(target), at).entry(),
+        **attributes,
     )
 
 

@@ -13,7 +13,7 @@ Every step follows the kernel's rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,6 +45,7 @@ from relay.envelope import Envelope, canonical_payload_sha256
 from relay.errors import DependencyUnavailable, InvalidInput, PayloadConflict, PermanentError
 from relay.idempotency import BusinessWrite, CommitResult, commit_once
 from relay.observability import logger, record_metric
+from relay.state_machine import explain_stale
 
 INSUFFICIENT_STOCK = "InsufficientStock"
 UNKNOWN_SKU = "UnknownSku"
@@ -125,24 +126,14 @@ def _load(orders: OrderStore, order_id: str, envelope: Envelope) -> Order:
     return order
 
 
-def on_stale(plan: TransitionPlan, done: frozenset[Status]) -> Callable[[dict[str, Any] | None], Exception]:
-    """Explain a failed transition condition from the order as it was (ALL_OLD):
-
-    * already in a state where this step is done -> AlreadyApplied (acknowledge, no effect);
-    * anything else -> the order changed since it was read (the API cancelled it, a payment or a
-      reservation landed): transient, so the retry reads it again and decides from what it finds.
-    """
-
-    def explain(old: dict[str, Any] | None) -> Exception:
-        status, version = status_of(old)
-        if status is not None and status in done:
-            return AlreadyApplied(f"order {plan.order_id} is already {status}")
-        return DependencyUnavailable(
-            f"order {plan.order_id} changed concurrently (now {status or 'gone'} v{version}; read "
-            f"{plan.source} v{plan.expected_version}); retrying with a fresh read."
-        )
-
-    return explain
+def on_stale(
+    plan: TransitionPlan, done: frozenset[Status]
+) -> Callable[[Mapping[str, Any] | None], Exception]:
+    """A failed transition condition (``relay.state_machine.explain_stale``): the API, inventory and
+    paid-orders consumers all move an order, so a state other than the one read (and not ``done``)
+    means it changed since it was read (cancelled, paid, reserved): transient, and the retry reads it
+    again and decides from what it finds."""
+    return explain_stale(plan, done, elsewhere="retry")
 
 
 def _unchanged(order: Order) -> Callable[[dict[str, Any] | None], Exception]:

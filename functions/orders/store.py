@@ -27,37 +27,28 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orders.orders import (
-    HistoryEntry,
-    Order,
-    OrderLine,
-    Rejection,
-    Status,
-    TransitionPlan,
-    now_iso,
-)
+from orders.orders import HistoryEntry, Order, OrderLine, Rejection, Status, TransitionPlan
 from relay.envelope import Envelope
+from relay.expressions import Condition, Update
 from relay.idempotency import (
     BusinessWrite,
     OnConditionFailed,
     apply_writes,
-    condition_check,
     deserialize_item,
     marker_id,
     put,
     serialize_item,
-    update,
 )
 from relay.outbox import outbox_write
+from relay.request_keys import Binding, RequestKeys
+from relay.state_machine import state_of, status_check, transition_write, unchanged_check
 
 ORDER_SK = "ORDER"
 ORDER_KIND = "order"
 ORPHAN_PAYMENT_KIND = "orphan-payment"
 ORPHANED = "ORPHANED"
-REQUEST_KEY_KIND = "request-key"
 STOCK_SK = "STOCK"
 RESERVATION_SK = "RESERVATION"
 
@@ -87,17 +78,6 @@ def reservation_key(order_id: str) -> dict[str, str]:
     return {"pk": f"ORDER#{order_id}", "sk": RESERVATION_SK}
 
 
-def request_key_id(idempotency_key: str) -> str:
-    return f"request-key#{idempotency_key}"
-
-
-@dataclass(frozen=True)
-class RequestKeyRecord:
-    idempotency_key: str
-    order_id: str
-    request_sha256: str
-
-
 @dataclass(frozen=True)
 class StockLevel:
     sku: str
@@ -110,10 +90,6 @@ class Reservation:
     order_id: str
     items: tuple[OrderLine, ...]
     status: ReservationStatus
-
-
-class RequestKeyTaken(Exception):
-    """The Idempotency-Key was bound to another order by a concurrent request; read it again."""
 
 
 def _line_items(lines: Sequence[OrderLine]) -> list[dict[str, Any]]:
@@ -146,9 +122,8 @@ def order_from_item(item: Mapping[str, Any]) -> Order:
 
 def status_of(item: Mapping[str, Any] | None) -> tuple[Status | None, int | None]:
     """State and version of an order item as returned with a failed condition (ALL_OLD)."""
-    if not item or "status" not in item:
-        return None, None
-    return Status(str(item["status"])), int(item.get("version", 0))
+    status, version = state_of(item)
+    return (Status(status) if status is not None else None), version
 
 
 def _to_attribute(value: Any) -> Any:
@@ -168,6 +143,13 @@ class OrderStore:
         self.orders_table = orders_table
         self.idempotency_table = idempotency_table
         self.ddb = ddb_client
+        self.request_keys = RequestKeys(
+            table_name=idempotency_table,
+            ddb_client=ddb_client,
+            entity="order",
+            id_attribute="orderId",
+            retry_hint="a new order",
+        )
 
     # reads ---------------------------------------------------------------------------------------
 
@@ -181,18 +163,6 @@ class OrderStore:
         )
         item = response.get("Item")
         return order_from_item(deserialize_item(item)) if item else None
-
-    def get_request_key(self, idempotency_key: str) -> RequestKeyRecord | None:
-        response = self.ddb.get_item(
-            TableName=self.idempotency_table,
-            Key={"id": {"S": request_key_id(idempotency_key)}},
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
-        if not item:
-            return None
-        plain = deserialize_item(item)
-        return RequestKeyRecord(idempotency_key, str(plain["orderId"]), str(plain["requestSha256"]))
 
     def processed_sha256(self, envelope: Envelope) -> str | None:
         """The payload hash recorded by the kernel's processed-event marker of this event, or None when
@@ -211,17 +181,9 @@ class OrderStore:
 
     # writes --------------------------------------------------------------------------------------
 
-    def create_order(
-        self,
-        order: Order,
-        event: Envelope,
-        *,
-        idempotency_key: str | None,
-        request_sha256: str,
-        key_ttl_days: int,
-    ) -> None:
+    def create_order(self, order: Order, event: Envelope, *, bind: Binding) -> None:
         """ONE transaction: the CREATED order, its ``OrderCreated`` outbox row and, with a client
-        Idempotency-Key, the key binding (raises RequestKeyTaken if a concurrent request won)."""
+        Idempotency-Key, the key binding (``relay.request_keys``)."""
         item = {
             **order_key(order.order_id),
             "kind": ORDER_KIND,
@@ -234,30 +196,15 @@ class OrderStore:
             "correlationId": order.correlation_id,
             "createdAt": order.created_at,
             "updatedAt": order.updated_at,
-            "history": [{"status": h.status, "at": h.at} for h in order.history],
+            "history": [h.entry() for h in order.history],
         }
-        writes: list[BusinessWrite] = [
-            put(self.orders_table, item, "attribute_not_exists(pk)"),
-            self.outbox_write(order.order_id, event),
-        ]
-        if idempotency_key is not None:
-            created = datetime.now(UTC)
-            writes.append(
-                put(
-                    self.idempotency_table,
-                    {
-                        "id": request_key_id(idempotency_key),
-                        "kind": REQUEST_KEY_KIND,
-                        "orderId": order.order_id,
-                        "requestSha256": request_sha256,
-                        "createdAt": now_iso(created),
-                        "expiresAt": int((created + timedelta(days=key_ttl_days)).timestamp()),
-                    },
-                    "attribute_not_exists(id)",
-                    on_condition_failed=lambda _old: RequestKeyTaken(idempotency_key),
-                )
-            )
-        apply_writes(writes, ddb_client=self.ddb)
+        self.apply(
+            [
+                put(self.orders_table, item, "attribute_not_exists(pk)"),
+                self.outbox_write(order.order_id, event),
+                *bind(order.order_id),
+            ]
+        )
 
     def outbox_write(self, order_id: str, event: Envelope) -> BusinessWrite:
         return outbox_write(event, table_name=self.orders_table, key=outbox_key(order_id, event))
@@ -265,46 +212,25 @@ class OrderStore:
     def transition_write(
         self, plan: TransitionPlan, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
-        """The conditional update that applies ``plan``: only from the state AND version it was
-        planned from, so a concurrent or stale writer fails instead of overwriting."""
-        names = {"#status": "status", "#version": "version", "#history": "history", "#updatedAt": "updatedAt"}
-        values: dict[str, Any] = {
-            ":source": str(plan.source),
-            ":target": str(plan.target),
-            ":expected": plan.expected_version,
-            ":next": plan.next_version,
-            ":entry": [{"status": str(plan.target), "at": plan.at}],
-            ":empty": [],
-            ":now": plan.at,
-        }
-        sets = [
-            "#status = :target",
-            "#version = :next",
-            "#updatedAt = :now",
-            "#history = list_append(if_not_exists(#history, :empty), :entry)",
-        ]
-        for index, (name, value) in enumerate(sorted(plan.set_attributes.items())):
-            names[f"#a{index}"] = _ATTRIBUTES[name]
-            values[f":a{index}"] = _to_attribute(value)
-            sets.append(f"#a{index} = :a{index}")
-        return update(
+        """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``)."""
+        return transition_write(
             self.orders_table,
-            order_key(plan.order_id),
-            "SET " + ", ".join(sets),
-            "#status = :source AND #version = :expected",
-            names=names,
-            values=values,
+            order_key(plan.entity_id),
+            plan,
+            history_attribute="history",
+            attributes={
+                _ATTRIBUTES[name]: _to_attribute(value) for name, value in plan.set_attributes.items()
+            },
             on_condition_failed=on_condition_failed,
         )
 
     def unchanged_write(self, order: Order, *, on_condition_failed: OnConditionFailed) -> BusinessWrite:
         """A ConditionCheck that the order is still in the state and version that were read."""
-        return condition_check(
+        return unchanged_check(
             self.orders_table,
             order_key(order.order_id),
-            "#status = :status AND #version = :version",
-            names={"#status": "status", "#version": "version"},
-            values={":status": str(order.status), ":version": order.version},
+            str(order.status),
+            order.version,
             on_condition_failed=on_condition_failed,
         )
 
@@ -312,13 +238,8 @@ class OrderStore:
         self, order_id: str, status: Status, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
         """A ConditionCheck that the order is in ``status`` (no write)."""
-        return condition_check(
-            self.orders_table,
-            order_key(order_id),
-            "#status = :status",
-            names={"#status": "status"},
-            values={":status": str(status)},
-            on_condition_failed=on_condition_failed,
+        return status_check(
+            self.orders_table, order_key(order_id), str(status), on_condition_failed=on_condition_failed
         )
 
     def orphan_payment_write(
@@ -381,25 +302,25 @@ class InventoryStore:
     def take_write(self, line: OrderLine, *, on_condition_failed: OnConditionFailed) -> BusinessWrite:
         """Move ``quantity`` from available to reserved -- only if that much is available. The
         condition IS the stock check: no read-then-write window in which two orders take the last unit."""
-        return update(
-            self.inventory_table,
-            stock_key(line.sku),
-            "SET #available = #available - :q, #reserved = if_not_exists(#reserved, :zero) + :q",
-            "attribute_exists(#available) AND #available >= :q",
-            names={"#available": "available", "#reserved": "reserved"},
-            values={":q": line.quantity, ":zero": 0},
-            on_condition_failed=on_condition_failed,
+        return (
+            Update()
+            .add("available", -line.quantity, absent_as=None)
+            .add("reserved", line.quantity)
+            .write(
+                self.inventory_table,
+                stock_key(line.sku),
+                condition=Condition().exists("available").at_least("available", line.quantity),
+                on_condition_failed=on_condition_failed,
+            )
         )
 
     def give_back_write(self, line: OrderLine) -> BusinessWrite:
         """Move ``quantity`` from reserved back to available."""
-        return update(
-            self.inventory_table,
-            stock_key(line.sku),
-            "SET #available = if_not_exists(#available, :zero) + :q, "
-            "#reserved = if_not_exists(#reserved, :q) - :q",
-            names={"#available": "available", "#reserved": "reserved"},
-            values={":q": line.quantity, ":zero": 0},
+        return (
+            Update()
+            .add("available", line.quantity)
+            .add("reserved", -line.quantity, absent_as=line.quantity)
+            .write(self.inventory_table, stock_key(line.sku))
         )
 
     def reservation_write(
@@ -429,17 +350,13 @@ class InventoryStore:
     def release_write(
         self, order_id: str, *, event_id: str, at: str, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
-        return update(
-            self.inventory_table,
-            reservation_key(order_id),
-            "SET #status = :released, #releasedAt = :at, #releasedBy = :event",
-            "#status = :reserved",
-            names={"#status": "status", "#releasedAt": "releasedAt", "#releasedBy": "releasedBy"},
-            values={
-                ":released": str(ReservationStatus.RELEASED),
-                ":reserved": str(ReservationStatus.RESERVED),
-                ":at": at,
-                ":event": event_id,
-            },
-            on_condition_failed=on_condition_failed,
+        return (
+            Update()
+            .set_all({"status": str(ReservationStatus.RELEASED), "releasedAt": at, "releasedBy": event_id})
+            .write(
+                self.inventory_table,
+                reservation_key(order_id),
+                condition=Condition().equals(status=str(ReservationStatus.RESERVED)),
+                on_condition_failed=on_condition_failed,
+            )
         )

@@ -9,7 +9,6 @@ only an orphan S3 object (removed by the bucket's lifecycle rule).
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,23 +16,14 @@ from typing import Any
 
 from payments.models import ErrorInfo, OperationView, PaymentRequest, ResultRefs, StepView
 from payments.operations import Operation, Status, Step, now_iso
-from payments.store import OperationStore, RequestKeyTaken
+from payments.store import OperationStore
 from relay.claim_check import put_json
-from relay.envelope import ClaimCheckRef, canonical_json, new_envelope
+from relay.envelope import ClaimCheckRef, new_envelope
+from relay.request_keys import Binding, IdempotencyKeyMismatch, RequestKeyRecord, request_sha256
+
+__all__ = ["IdempotencyKeyMismatch"]
 
 PAYMENT_REQUESTED = "PaymentRequested"
-
-
-class IdempotencyKeyMismatch(Exception):
-    """The Idempotency-Key is bound to an operation created from a different request body."""
-
-    def __init__(self, idempotency_key: str, operation_id: str) -> None:
-        super().__init__(
-            f"Idempotency-Key {idempotency_key!r} was already used for operation {operation_id} with a "
-            "different request body; nothing was stored. Send the original body to get that operation "
-            "back, or use a new key for a new payment."
-        )
-        self.operation_id = operation_id
 
 
 @dataclass(frozen=True)
@@ -60,63 +50,46 @@ def accept_payment(
 ) -> Accepted:
     document = request.to_document()
     # The same canonical text the claim check stores, so this is also the S3 object's sha256.
-    request_sha256 = hashlib.sha256(canonical_json(document).encode("utf-8")).hexdigest()
-    if idempotency_key is not None:
-        replay = _replay(store, idempotency_key, request_sha256)
-        if replay is not None:
-            return replay
+    sha256 = request_sha256(document)
 
-    operation_id = str(uuid.uuid4())
-    ref = put_json(document, bucket=bucket, key=request_path(operation_id), s3_client=s3_client)
-    moment = now or datetime.now(UTC)
-    at = now_iso(moment)
-    operation = Operation(
-        operation_id=operation_id,
-        status=Status.PENDING,
-        version=1,
-        payment_id=request.payment_id,
-        order_id=request.order_id,
-        correlation_id=correlation_id,
-        request_ref=ref,
-        created_at=at,
-        updated_at=at,
-        steps=(Step("request", "ACCEPTED", at),),
-    )
-    event = new_envelope(
-        PAYMENT_REQUESTED,
-        identity=[operation_id, "payment-requested"],
-        ids=operation.ids(),
-        claim_check=ref,
-        correlation_id=correlation_id,
-        occurred_at=moment,
-    )
-    try:
-        store.create_operation(
-            operation,
-            event,
-            idempotency_key=idempotency_key,
-            request_sha256=request_sha256,
-            key_ttl_days=key_ttl_days,
+    def create(bind: Binding) -> Accepted:
+        operation_id = str(uuid.uuid4())
+        ref = put_json(document, bucket=bucket, key=request_path(operation_id), s3_client=s3_client)
+        moment = now or datetime.now(UTC)
+        at = now_iso(moment)
+        operation = Operation(
+            operation_id=operation_id,
+            status=Status.PENDING,
+            version=1,
+            payment_id=request.payment_id,
+            order_id=request.order_id,
+            correlation_id=correlation_id,
+            request_ref=ref,
+            created_at=at,
+            updated_at=at,
+            steps=(Step("request", "ACCEPTED", at),),
         )
-    except RequestKeyTaken:
-        # A concurrent request with the same key committed first; ours wrote nothing but an orphan
-        # S3 object (lifecycle removes it). Answer as the replay of the winner.
-        replay = _replay(store, idempotency_key or "", request_sha256)
-        if replay is None:  # the binding vanished between the two reads (TTL): let the client retry
-            raise
-        return replay
-    return Accepted(operation_id, str(Status.PENDING), replayed=False)
+        event = new_envelope(
+            PAYMENT_REQUESTED,
+            identity=[operation_id, "payment-requested"],
+            ids=operation.ids(),
+            claim_check=ref,
+            correlation_id=correlation_id,
+            occurred_at=moment,
+        )
+        # A concurrent request with the same key that commits first leaves ours nothing but an orphan
+        # S3 object (the bucket's lifecycle removes it); we answer as the replay of the winner.
+        store.create_operation(operation, event, bind=bind)
+        return Accepted(operation_id, str(Status.PENDING), replayed=False)
 
+    def replay(record: RequestKeyRecord) -> Accepted:
+        operation = store.get_operation(record.entity_id)
+        status = str(operation.status) if operation is not None else str(Status.PENDING)
+        return Accepted(record.entity_id, status, replayed=True)
 
-def _replay(store: OperationStore, idempotency_key: str, request_sha256: str) -> Accepted | None:
-    record = store.get_request_key(idempotency_key)
-    if record is None:
-        return None
-    if record.request_sha256 != request_sha256:
-        raise IdempotencyKeyMismatch(idempotency_key, record.operation_id)
-    operation = store.get_operation(record.operation_id)
-    status = str(operation.status) if operation is not None else str(Status.PENDING)
-    return Accepted(record.operation_id, status, replayed=True)
+    return store.request_keys.accept_once(
+        idempotency_key, sha256, ttl_days=key_ttl_days, create=create, replay=replay
+    )
 
 
 def _uri(ref: ClaimCheckRef | None) -> str | None:

@@ -3,22 +3,31 @@
     PENDING -> PAYMENT_PROCESSING -> PAYMENT_COMPLETED -> POST_PROCESSING -> INVOICE_PENDING -> COMPLETED
     any non-terminal state -> FAILED
 
-Every transition is written conditionally on the state AND version the writer read (see
-``store.transition_write``), so two consumers that hold the same message cannot both apply it, and a
-stale or illegal transition is rejected by DynamoDB, never applied. ``plan_transition`` refuses an
-illegal transition before anything is sent.
+The rules every entity's state machine follows (conditional writes from the state AND version that
+were read, the history entry, stale and illegal transitions) are the kernel's
+(``relay.state_machine``); this module holds what is particular to an operation: its states, its
+steps and the expiry of a terminal operation.
 """
 
 from __future__ import annotations
 
 import enum
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from relay.envelope import ClaimCheckRef
-from relay.errors import PermanentError
+from relay.state_machine import (
+    AlreadyApplied,
+    IllegalTransition,
+    StateMachine,
+    Transition,
+    now_iso,
+    parse_iso,
+)
+
+__all__ = ["AlreadyApplied", "IllegalTransition", "now_iso", "parse_iso"]
 
 
 class Status(enum.StrEnum):
@@ -72,27 +81,8 @@ FAILED_STEP: dict[Status, str] = {
 }
 
 
-class IllegalTransition(PermanentError):
-    """A transition the state machine does not allow, or one planned from a state/version that is no
-    longer current. Never applied; a consumer parks the message that asked for it."""
-
-
-class AlreadyApplied(Exception):
-    """The operation is already past the step a message asks for: a duplicate or late delivery that
-    is acknowledged without effect. Not a RelayError: it must never be retried or parked."""
-
-
-def now_iso(moment: datetime | None = None) -> str:
-    return (
-        (moment or datetime.now(UTC))
-        .astimezone(UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
-
-
-def parse_iso(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+MACHINE = StateMachine("operation", ALLOWED)
+TransitionPlan = Transition[Status]
 
 
 @dataclass(frozen=True)
@@ -100,6 +90,9 @@ class Step:
     step: str
     status: str
     at: str
+
+    def entry(self) -> dict[str, str]:
+        return {"step": self.step, "status": self.status, "at": self.at}
 
 
 @dataclass(frozen=True)
@@ -143,22 +136,6 @@ class Operation:
         return ids
 
 
-@dataclass(frozen=True)
-class TransitionPlan:
-    """A legal transition of one operation, planned from the state and version that were read."""
-
-    operation_id: str
-    source: Status
-    target: Status
-    expected_version: int
-    step: Step
-    set_attributes: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def next_version(self) -> int:
-        return self.expected_version + 1
-
-
 def plan_transition(
     operation: Operation,
     target: Status,
@@ -173,13 +150,7 @@ def plan_transition(
     ``attributes`` are domain fields to set with the transition (e.g. ``payment_ref=``); entering a
     terminal state needs ``ttl_days`` (clean-up never depends on anyone remembering to delete).
     """
-    if target not in ALLOWED[operation.status]:
-        allowed = ", ".join(sorted(ALLOWED[operation.status]))
-        raise IllegalTransition(
-            f"operation {operation.operation_id}: {operation.status} -> {target} is not a legal transition "
-            f"(allowed from {operation.status}: {allowed or 'none, it is terminal'}); "
-            "not applied."
-        )
+    MACHINE.check(operation.operation_id, operation.status, target)
     moment = now or datetime.now(UTC)
     if target is Status.FAILED:
         if error is None:
@@ -193,13 +164,14 @@ def plan_transition(
         if ttl_days is None:
             raise ValueError(f"entering terminal state {target} needs ttl_days")
         attributes["expires_at"] = int((moment + timedelta(days=ttl_days)).timestamp())
-    return TransitionPlan(
-        operation_id=operation.operation_id,
-        source=operation.status,
-        target=target,
-        expected_version=operation.version,
-        step=step,
-        set_attributes=attributes,
+    return MACHINE.plan(
+        operation.operation_id,
+        operation.status,
+        operation.version,
+        target,
+        at=step.at,
+        entry=step.entry(),
+        **attributes,
     )
 
 

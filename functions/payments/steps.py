@@ -29,6 +29,7 @@ from payments.operations import (
     Operation,
     OperationError,
     Status,
+    Step,
     TransitionPlan,
     now_iso,
     parse_iso,
@@ -39,10 +40,11 @@ from payments.store import status_of
 from relay.backoff import backoff_delay
 from relay.claim_check import get_json, put_json
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
-from relay.errors import DependencyUnavailable, InvalidInput, PermanentError
+from relay.errors import InvalidInput, PermanentError
 from relay.idempotency import BusinessWrite, CommitResult, commit_once
 from relay.observability import logger, record_metric
 from relay.side_effects import run_once
+from relay.state_machine import explain_stale
 
 if TYPE_CHECKING:
     from payments.runtime import Runtime
@@ -112,29 +114,13 @@ def _skip(envelope: Envelope, operation: Operation | None, why: str) -> None:
     )
 
 
-def on_stale(plan: TransitionPlan, done: frozenset[Status]) -> Callable[[dict[str, Any] | None], Exception]:
-    """Explain a failed transition condition from the item as it was (ALL_OLD):
-
-    * already in a state where this step is done -> AlreadyApplied (acknowledge, no effect);
-    * same state, other version -> a concurrent writer: transient, retry with a fresh read;
-    * anything else -> IllegalTransition (permanent: parked with the reason, never applied).
-    """
-
-    def explain(old: dict[str, Any] | None) -> Exception:
-        status, version = status_of(old)
-        if status is not None and status in done:
-            return AlreadyApplied(f"operation {plan.operation_id} is already {status}")
-        if status is not None and status == plan.source:
-            return DependencyUnavailable(
-                f"operation {plan.operation_id} changed concurrently (version {version}, expected "
-                f"{plan.expected_version}); retrying with a fresh read."
-            )
-        return IllegalTransition(
-            f"operation {plan.operation_id} is {status or 'gone'}, not {plan.source} (version "
-            f"{plan.expected_version}); {plan.source} -> {plan.target} not applied."
-        )
-
-    return explain
+def on_stale(
+    plan: TransitionPlan, done: frozenset[Status]
+) -> Callable[[Mapping[str, Any] | None], Exception]:
+    """A failed transition condition (``relay.state_machine.explain_stale``): only the operation's
+    own consumers move it, one step each, so a state other than the one read (and not ``done``) means
+    the step cannot apply: IllegalTransition, parked with the reason, never applied."""
+    return explain_stale(plan, done, elsewhere="illegal")
 
 
 def _advance(rt: Runtime, operation: Operation, target: Status, done: frozenset[Status]) -> Operation | None:
@@ -152,8 +138,8 @@ def _advance(rt: Runtime, operation: Operation, target: Status, done: frozenset[
         operation,
         status=target,
         version=plan.next_version,
-        steps=(*operation.steps, plan.step),
-        updated_at=plan.step.at,
+        steps=(*operation.steps, Step(**plan.entry)),
+        updated_at=plan.at,
     )
 
 
@@ -396,8 +382,8 @@ def _attempt(envelope: Envelope) -> int:
     return value
 
 
-def _accepted_stale(operation: Operation) -> Callable[[dict[str, Any] | None], Exception]:
-    def explain(old: dict[str, Any] | None) -> Exception:
+def _accepted_stale(operation: Operation) -> Callable[[Mapping[str, Any] | None], Exception]:
+    def explain(old: Mapping[str, Any] | None) -> Exception:
         status, _ = status_of(old)
         if status is not None and status in PAYMENT_DONE:
             return AlreadyApplied(f"operation {operation.operation_id} is already {status}")

@@ -16,35 +16,26 @@ processed-event markers and Powertools idempotency records:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from payments.operations import (
-    Operation,
-    OperationError,
-    Status,
-    Step,
-    TransitionPlan,
-    now_iso,
-)
+from payments.operations import Operation, OperationError, Status, Step, TransitionPlan
 from relay.envelope import ClaimCheckRef, Envelope
+from relay.expressions import Condition, Update
 from relay.idempotency import (
     BusinessWrite,
     OnConditionFailed,
     apply_writes,
-    condition_check,
     deserialize_item,
     marker_id,
     put,
     serialize_item,
-    update,
 )
 from relay.outbox import outbox_write
+from relay.request_keys import Binding, RequestKeys
+from relay.state_machine import state_of, status_check, transition_write
 
 OPERATION_SK = "OPERATION"
 OPERATION_KIND = "operation"
-REQUEST_KEY_KIND = "request-key"
 
 # Domain field -> attribute name, for the fields a transition may set.
 _ATTRIBUTES = {
@@ -64,23 +55,6 @@ def operation_key(operation_id: str) -> dict[str, str]:
 
 def outbox_key(operation_id: str, envelope: Envelope) -> dict[str, str]:
     return {"pk": f"OPERATION#{operation_id}", "sk": f"OUTBOX#{envelope.event_type}#{envelope.event_id}"}
-
-
-def request_key_id(idempotency_key: str) -> str:
-    return f"request-key#{idempotency_key}"
-
-
-@dataclass(frozen=True)
-class RequestKeyRecord:
-    """What a client's Idempotency-Key is bound to."""
-
-    idempotency_key: str
-    operation_id: str
-    request_sha256: str
-
-
-class RequestKeyTaken(Exception):
-    """The Idempotency-Key was bound to another operation by a concurrent request; read it again."""
 
 
 def _ref_to_item(ref: ClaimCheckRef) -> dict[str, Any]:
@@ -104,10 +78,6 @@ def _to_attribute(value: Any) -> Any:
     if isinstance(value, OperationError):
         return {"code": value.code, "message": value.message}
     return value
-
-
-def _step_item(step: Step) -> dict[str, str]:
-    return {"step": step.step, "status": step.status, "at": step.at}
 
 
 def operation_from_item(item: Mapping[str, Any]) -> Operation:
@@ -145,6 +115,13 @@ class OperationStore:
         self.operations_table = operations_table
         self.idempotency_table = idempotency_table
         self.ddb = ddb_client
+        self.request_keys = RequestKeys(
+            table_name=idempotency_table,
+            ddb_client=ddb_client,
+            entity="operation",
+            id_attribute="operationId",
+            retry_hint="a new payment",
+        )
 
     # reads ---------------------------------------------------------------------------------------
 
@@ -159,18 +136,6 @@ class OperationStore:
         item = response.get("Item")
         return operation_from_item(deserialize_item(item)) if item else None
 
-    def get_request_key(self, idempotency_key: str) -> RequestKeyRecord | None:
-        response = self.ddb.get_item(
-            TableName=self.idempotency_table,
-            Key={"id": {"S": request_key_id(idempotency_key)}},
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
-        if not item:
-            return None
-        plain = deserialize_item(item)
-        return RequestKeyRecord(idempotency_key, str(plain["operationId"]), str(plain["requestSha256"]))
-
     def is_processed(self, envelope: Envelope) -> bool:
         """Whether the kernel's processed-event marker for this event exists. A cheap early exit for
         duplicates only: correctness comes from the marker being written in the same transaction."""
@@ -184,17 +149,9 @@ class OperationStore:
 
     # writes --------------------------------------------------------------------------------------
 
-    def create_operation(
-        self,
-        operation: Operation,
-        event: Envelope,
-        *,
-        idempotency_key: str | None,
-        request_sha256: str,
-        key_ttl_days: int,
-    ) -> None:
+    def create_operation(self, operation: Operation, event: Envelope, *, bind: Binding) -> None:
         """ONE transaction: the PENDING operation, its ``PaymentRequested`` outbox row and, with a
-        client Idempotency-Key, the key binding (raises RequestKeyTaken if a concurrent request won)."""
+        client Idempotency-Key, the key binding (``relay.request_keys``)."""
         item = {
             **operation_key(operation.operation_id),
             "kind": OPERATION_KIND,
@@ -206,32 +163,17 @@ class OperationStore:
             "requestRef": _ref_to_item(operation.request_ref),
             "createdAt": operation.created_at,
             "updatedAt": operation.updated_at,
-            "steps": [_step_item(s) for s in operation.steps],
+            "steps": [s.entry() for s in operation.steps],
         }
         if operation.order_id:
             item["orderId"] = operation.order_id
-        writes: list[BusinessWrite] = [
-            put(self.operations_table, item, "attribute_not_exists(pk)"),
-            self.outbox_write(operation.operation_id, event),
-        ]
-        if idempotency_key is not None:
-            created = datetime.now(UTC)
-            writes.append(
-                put(
-                    self.idempotency_table,
-                    {
-                        "id": request_key_id(idempotency_key),
-                        "kind": REQUEST_KEY_KIND,
-                        "operationId": operation.operation_id,
-                        "requestSha256": request_sha256,
-                        "createdAt": now_iso(created),
-                        "expiresAt": int((created + timedelta(days=key_ttl_days)).timestamp()),
-                    },
-                    "attribute_not_exists(id)",
-                    on_condition_failed=lambda _old: RequestKeyTaken(idempotency_key),
-                )
-            )
-        self.apply(writes)
+        self.apply(
+            [
+                put(self.operations_table, item, "attribute_not_exists(pk)"),
+                self.outbox_write(operation.operation_id, event),
+                *bind(operation.operation_id),
+            ]
+        )
 
     def outbox_write(self, operation_id: str, event: Envelope) -> BusinessWrite:
         return outbox_write(event, table_name=self.operations_table, key=outbox_key(operation_id, event))
@@ -239,36 +181,15 @@ class OperationStore:
     def transition_write(
         self, plan: TransitionPlan, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
-        """The conditional update that applies ``plan``: only from the state AND version it was
-        planned from, so a concurrent or stale writer fails instead of overwriting."""
-        names = {"#status": "status", "#version": "version", "#steps": "steps", "#updatedAt": "updatedAt"}
-        values: dict[str, Any] = {
-            ":source": str(plan.source),
-            ":target": str(plan.target),
-            ":expected": plan.expected_version,
-            ":next": plan.next_version,
-            ":step": [_step_item(plan.step)],
-            ":now": plan.step.at,
-        }
-        sets = [
-            "#status = :target",
-            "#version = :next",
-            "#updatedAt = :now",
-            "#steps = list_append(if_not_exists(#steps, :empty), :step)",
-        ]
-        values[":empty"] = []
-        for index, (field, value) in enumerate(sorted(plan.set_attributes.items())):
-            attribute = _ATTRIBUTES[field]
-            names[f"#a{index}"] = attribute
-            values[f":a{index}"] = _to_attribute(value)
-            sets.append(f"#a{index} = :a{index}")
-        return update(
+        """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``)."""
+        return transition_write(
             self.operations_table,
-            operation_key(plan.operation_id),
-            "SET " + ", ".join(sets),
-            "#status = :source AND #version = :expected",
-            names=names,
-            values=values,
+            operation_key(plan.entity_id),
+            plan,
+            history_attribute="steps",
+            attributes={
+                _ATTRIBUTES[name]: _to_attribute(value) for name, value in plan.set_attributes.items()
+            },
             on_condition_failed=on_condition_failed,
         )
 
@@ -277,26 +198,25 @@ class OperationStore:
     ) -> BusinessWrite:
         """Record (once) when the legacy system first answered "accepted, still processing": the
         maximum age of a pending payment counts from there, not from a legacy outage before it."""
-        return update(
-            self.operations_table,
-            operation_key(operation_id),
-            "SET #accepted = if_not_exists(#accepted, :at)",
-            "#status = :processing",
-            names={"#accepted": "paymentAcceptedAt", "#status": "status"},
-            values={":at": at, ":processing": str(Status.PAYMENT_PROCESSING)},
-            on_condition_failed=on_condition_failed,
+        return (
+            Update()
+            .set_if_absent("paymentAcceptedAt", at)
+            .write(
+                self.operations_table,
+                operation_key(operation_id),
+                condition=Condition().equals(status=str(Status.PAYMENT_PROCESSING)),
+                on_condition_failed=on_condition_failed,
+            )
         )
 
     def still_in_write(
         self, operation_id: str, status: Status, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
         """A ConditionCheck that the operation is still in ``status`` (no write)."""
-        return condition_check(
+        return status_check(
             self.operations_table,
             operation_key(operation_id),
-            "#status = :status",
-            names={"#status": "status"},
-            values={":status": str(status)},
+            str(status),
             on_condition_failed=on_condition_failed,
         )
 
@@ -307,6 +227,5 @@ class OperationStore:
 
 def status_of(item: Mapping[str, Any] | None) -> tuple[Status | None, int | None]:
     """State and version of an operation item as returned with a failed condition (ALL_OLD)."""
-    if not item or "status" not in item:
-        return None, None
-    return Status(str(item["status"])), int(item.get("version", 0))
+    status, version = state_of(item)
+    return (Status(status) if status is not None else None), version

@@ -307,14 +307,14 @@ def test_concurrent_request_with_the_same_key_is_answered_as_the_winners_replay(
         bucket=BUCKET,
         key_ttl_days=1,
     )
-    original_get = rt.store.get_request_key
+    original_get = rt.store.request_keys.get
     calls = {"n": 0}
 
     def first_read_misses(key: str):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         return None if calls["n"] == 1 else original_get(key)
 
-    rt.store.get_request_key = first_read_misses  # type: ignore[method-assign]
+    rt.store.request_keys.get = first_read_misses  # type: ignore[method-assign]
     loser = accept_payment(
         request,
         idempotency_key="race",
