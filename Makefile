@@ -17,10 +17,10 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: help install lock check-locks lint typecheck synth cfn-lint checkov pytest test bench demo local deploy diff clean
+.PHONY: help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
+	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
 
 # uv installs the locked requirements (pip took ~90 s of a fresh `make demo`; uv ~30 s, nearly all of
 # it compiling the packages to bytecode, which synth and every sandbox worker then import quickly).
@@ -77,6 +77,15 @@ lint: $(BIN)/.installed ## ruff lint + format check
 	$(BIN)/ruff check $(PYTHON_SOURCES)
 	$(BIN)/ruff format --check $(PYTHON_SOURCES)
 
+# Lint fixes first: an import sort or a rewrite they make is then formatted like everything else.
+fmt: $(BIN)/.installed ## ruff check --fix, then ruff format, on every Python source
+	$(BIN)/ruff check --fix $(PYTHON_SOURCES)
+	$(BIN)/ruff format $(PYTHON_SOURCES)
+
+# .pre-commit-config.yaml runs this .venv's ruff and mypy, as `make lint` and `make typecheck` do.
+hooks: $(BIN)/.installed ## install the git pre-commit hook (ruff lint + format check, mypy) for this clone
+	$(BIN)/pre-commit install
+
 typecheck: $(BIN)/.installed ## mypy (strict) on the kernel, the functions, the sandbox and the infra
 	$(BIN)/mypy layers/relay/python/relay functions local infra ops scripts
 
@@ -102,6 +111,22 @@ checkov: synth $(CHECKOV_VENV)/.installed ## checkov every synthesized template 
 
 pytest: $(BIN)/.installed ## run the whole pytest suite
 	$(BIN)/python -m pytest -q
+
+# One layer of the suite at a time (`make pytest` runs them all, tests/fakes and tests/sandbox included).
+unit: $(BIN)/.installed ## the unit tests: in-process, socket-free (tests/unit; a connect fails the test), about a second
+	$(BIN)/python -m pytest -q tests/unit
+
+# The handler tests build their resources from an in-process synth of the app (Node via jsii, no CDK CLI),
+# cached under .pytest_cache/relay-assemblies.
+handlers: $(BIN)/.installed ## the handler tests: each function against moto's in-process AWS (tests/handlers)
+	$(BIN)/python -m pytest -q tests/handlers
+
+infra: $(BIN)/.installed ## the infra assertion tests: the stacks synthesized in process, cdk-nag on (tests/infra)
+	$(BIN)/python -m pytest -q tests/infra
+
+# The sandbox synthesizes cdk.out with `npx cdk synth` when it is missing or older than the sources.
+e2e: $(BIN)/.installed node_modules/.installed ## the end-to-end tests: the whole app on the local sandbox, IAM enforced (tests/e2e)
+	$(BIN)/python -m pytest -q tests/e2e
 
 test: check-locks lint typecheck cfn-lint checkov pytest ## everything CI runs: locks, lint, types, synth + nag + guards, cfn-lint, checkov, pytest
 
