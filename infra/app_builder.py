@@ -6,7 +6,7 @@ from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.config import StageConfig, load_stage_config
-from infra.constructs.base import RelayStack
+from infra.stacks.base import RelayStack
 from infra.stacks.core import CoreStack
 from infra.stacks.orders import OrdersStack
 from infra.stacks.payments import PaymentsStack

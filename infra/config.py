@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-MIN_MAX_RECEIVE_COUNT = 5
+from infra.constructs import defaults
+from infra.constructs.defaults import MIN_MAX_RECEIVE_COUNT, SQS_MAX_RETENTION_DAYS, LogLevel
+
 CDK_JSON = Path(__file__).resolve().parents[1] / "cdk.json"
 
 
@@ -22,25 +24,33 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class QueueDefaults(_Strict):
-    max_receive_count: int = Field(default=5, ge=MIN_MAX_RECEIVE_COUNT, le=1000)
-    retention_days: int = Field(default=4, ge=1, le=14)
-    dlq_retention_days: int = Field(default=14, ge=1, le=14)
-    oldest_message_alarm_seconds: int = Field(default=900, ge=60)
+class QueueSettings(_Strict):
+    """`queues`: every reliable queue and dead-letter queue. Defaults and reasons: `defaults.QUEUES`."""
+
+    max_receive_count: int = Field(
+        default=defaults.QUEUES.max_receive_count, ge=MIN_MAX_RECEIVE_COUNT, le=1000
+    )
+    retention_days: int = Field(default=defaults.QUEUES.retention_days, ge=1, le=SQS_MAX_RETENTION_DAYS)
+    dlq_retention_days: int = Field(
+        default=defaults.QUEUES.dlq_retention_days, ge=1, le=SQS_MAX_RETENTION_DAYS
+    )
+    oldest_message_alarm_seconds: int = Field(default=defaults.QUEUES.oldest_message_alarm_seconds, ge=60)
 
 
-class ConsumerDefaults(_Strict):
-    timeout_seconds: int = Field(default=30, ge=1, le=900)
-    memory_mb: int = Field(default=512, ge=128, le=10240)
-    batch_size: int = Field(default=10, ge=1, le=10000)
-    batching_window_seconds: int = Field(default=0, ge=0, le=300)
+class ConsumerSettings(_Strict):
+    """`consumers`: every function, and queue consumers' event sources. Defaults: `defaults.CONSUMERS`."""
+
+    timeout_seconds: int = Field(default=defaults.CONSUMERS.timeout_seconds, ge=1, le=900)
+    memory_mb: int = Field(default=defaults.CONSUMERS.memory_mb, ge=128, le=10240)
+    batch_size: int = Field(default=defaults.CONSUMERS.batch_size, ge=1, le=10000)
+    batching_window_seconds: int = Field(default=defaults.CONSUMERS.batching_window_seconds, ge=0, le=300)
     # Lambda's SQS maximum concurrency accepts 2..1000.
-    max_concurrency: int = Field(default=5, ge=2, le=1000)
-    log_retention_days: int = Field(default=30, ge=1)
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    max_concurrency: int = Field(default=defaults.CONSUMERS.max_concurrency, ge=2, le=1000)
+    log_retention_days: int = Field(default=defaults.CONSUMERS.log_retention_days, ge=1)
+    log_level: LogLevel = defaults.CONSUMERS.log_level
 
     @model_validator(mode="after")
-    def _window_needed_for_big_batches(self) -> ConsumerDefaults:
+    def _window_needed_for_big_batches(self) -> ConsumerSettings:
         # Lambda rejects a standard-queue mapping with batch size > 10 and no batching window.
         if self.batch_size > 10 and self.batching_window_seconds < 1:
             raise ValueError("batch_size > 10 requires batching_window_seconds >= 1 (Lambda rule for SQS)")
@@ -89,10 +99,14 @@ class ScoresConfig(_Strict):
     timezone: str = Field(default="UTC", min_length=1)
     # None → this app's own scores API; set it to call an existing backend instead.
     snapshot_endpoint: str | None = None
-    rate_limit_per_second: int = Field(default=1, ge=1, le=300)
-    schedule_retry_attempts: int = Field(default=10, ge=0, le=185)
-    target_retry_attempts: int = Field(default=10, ge=0, le=185)
-    max_event_age_seconds: int = Field(default=7200, ge=60, le=86_400)
+    rate_limit_per_second: int = Field(default=defaults.SCHEDULED_CALLS.rate_limit_per_second, ge=1, le=300)
+    schedule_retry_attempts: int = Field(
+        default=defaults.SCHEDULED_CALLS.schedule_retry_attempts, ge=0, le=185
+    )
+    target_retry_attempts: int = Field(default=defaults.SCHEDULED_CALLS.target_retry_attempts, ge=0, le=185)
+    max_event_age_seconds: int = Field(
+        default=defaults.SCHEDULED_CALLS.max_event_age_seconds, ge=60, le=86_400
+    )
 
     @field_validator("snapshot_endpoint")
     @classmethod
@@ -131,10 +145,18 @@ class StageConfig(_Strict):
     account: str | None = Field(default=None, pattern=r"^\d{12}$")
     region: str = Field(default="us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
     metrics_namespace: str = Field(default="Relay", min_length=1, max_length=255)
+    # DynamoDB deletion protection on every table. A protected table is retained on stack deletion even in
+    # a disposable stage: CloudFormation could not delete it anyway.
     deletion_protection: bool = False
+    # What `cdk destroy` does to the resources that hold data or evidence: DLQs (parked messages), the
+    # buckets (claim checks, analytics archive, their access logs), log groups, tables and the alarm
+    # topic's KMS key. A disposable stage (dev, a sandbox account) deletes them with its stacks; any
+    # other stage RETAINS them, to be deleted by hand. Retain is the default because forgetting this
+    # line must never destroy a stage's data: a stage has to say it is disposable.
+    disposable: bool = False
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-    queues: QueueDefaults = QueueDefaults()
-    consumers: ConsumerDefaults = ConsumerDefaults()
+    queues: QueueSettings = QueueSettings()
+    consumers: ConsumerSettings = ConsumerSettings()
     payments: PaymentsConfig = PaymentsConfig()
     reports: ReportsConfig = ReportsConfig()
     scores: ScoresConfig = ScoresConfig()

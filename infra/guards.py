@@ -20,8 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-VISIBILITY_FACTOR = 6
-MIN_MAX_RECEIVE_COUNT = 5
+# The rules the constructs apply are the rules the guards check: one definition (standard library only).
+from infra.constructs.defaults import MIN_MAX_RECEIVE_COUNT, VISIBILITY_FACTOR
+
+# What CloudFormation deploys when a template leaves the property out.
 SQS_DEFAULT_VISIBILITY = 30
 LAMBDA_DEFAULT_TIMEOUT = 3
 MIN_EXPIRATION_TAG = "relay:min-expiration-days"

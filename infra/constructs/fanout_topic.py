@@ -6,30 +6,53 @@ Defaults it owns (each has one infra test named after it):
 - `subscribe(queue, filter_policy=..., raw_delivery=...)` adds the SQS queue policy statement allowing
   `sns.amazonaws.com` to send only when `aws:SourceArn` is this topic, so no other topic can inject;
 - a subscription DLQ per topic: messages SNS could not deliver (queue deleted, policy broken) are kept
-  for 14 days and alarmed instead of being dropped after SNS's retries.
+  for the stage's DLQ retention instead of being dropped after SNS's retries (`dead_letter_queues`, for
+  `ServiceMonitoring` to alarm on).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.base import RelayStack
+from infra.config import QueueSettings
+from infra.constructs.naming import Naming
 from infra.constructs.reliable_queue import ReliableQueue, dead_letter_queue
 
 
+def allowlist_filter(spec: Mapping[str, Sequence[str]]) -> dict[str, sns.SubscriptionFilter]:
+    """`{"eventType": ["OrderCreated", ...]}` (the plain form the handlers' contract modules use, e.g.
+    `functions/orders/subscriptions.py`) → an SNS filter policy matching those message attribute values."""
+    return {key: sns.SubscriptionFilter.string_filter(allowlist=list(values)) for key, values in spec.items()}
+
+
 class FanoutTopic(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, name: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        naming: Naming,
+        settings: QueueSettings,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        """`settings` and `removal_policy` are those of the subscription DLQ."""
         super().__init__(scope, construct_id)
-        stack = RelayStack.of(self)
         self.name = name
+        self._naming = naming
+        self._settings = settings
+        self._removal_policy = removal_policy
         self.topic = sns.Topic(
             self,
             "Topic",
-            topic_name=stack.physical_name(name),
+            topic_name=naming(name),
             master_key=kms.Alias.from_alias_name(self, "SnsKey", "alias/aws/sns"),
             enforce_ssl=True,
         )
@@ -39,8 +62,22 @@ class FanoutTopic(Construct):
     def undeliverable(self) -> sqs.Queue:
         """Created with the first subscription: where SNS puts what it could not deliver."""
         if self._undeliverable is None:
-            self._undeliverable = dead_letter_queue(self, "Undeliverable", name=f"{self.name}-undeliverable")
+            self._undeliverable = dead_letter_queue(
+                self,
+                "Undeliverable",
+                name=f"{self.name}-undeliverable",
+                naming=self._naming,
+                settings=self._settings,
+                removal_policy=self._removal_policy,
+            )
         return self._undeliverable
+
+    @property
+    def dead_letter_queues(self) -> dict[str, sqs.IQueue]:
+        """The DLQs this topic made, by name (none before the first subscription)."""
+        if self._undeliverable is None:
+            return {}
+        return {f"{self.name}-undeliverable": self._undeliverable}
 
     def subscribe(
         self,

@@ -2,7 +2,8 @@
 
 - every route requires IAM (SigV4) authorization unless it is given another authorizer explicitly
   (`routes_with_authorizer`, e.g. the API-key Lambda authorizer an API destination calls through);
-- the `$default` stage writes JSON access logs to its own log group, and throttles;
+- the `$default` stage writes JSON access logs to its own log group (the stage's log retention and
+  removal policy), and throttles (`defaults.HTTP_APIS`);
 - the function is a `RelayFunction` (runtime, layers, logs, own role) and gets nothing else by default.
 """
 
@@ -11,15 +12,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.constructs.base import RelayStack
-from infra.constructs.queue_consumer import RelayFunction, log_retention
+from infra.constructs import defaults
+from infra.constructs.function import RelayFunction, log_retention
+from infra.constructs.naming import Naming
 
 ACCESS_LOG_FORMAT = {
     "requestId": "$context.requestId",
@@ -43,27 +45,30 @@ class HttpApi(Construct):
         construct_id: str,
         *,
         name: str,
+        naming: Naming,
+        log_retention_days: int,
+        removal_policy: RemovalPolicy,
         handler: RelayFunction,
         routes: Sequence[tuple[apigw.HttpMethod, str]],
         authorizer: apigw.IHttpRouteAuthorizer | None = None,
         routes_with_authorizer: Sequence[tuple[apigw.HttpMethod, str, apigw.IHttpRouteAuthorizer]] = (),
-        throttle_rate: int = 100,
-        throttle_burst: int = 200,
+        throttle_rate: int = defaults.HTTP_APIS.throttle_rate,
+        throttle_burst: int = defaults.HTTP_APIS.throttle_burst,
     ) -> None:
+        """`log_retention_days` and `removal_policy` are the access-log group's."""
         super().__init__(scope, construct_id)
-        stack = RelayStack.of(self)
         self.api = apigw.HttpApi(
             self,
             "Api",
-            api_name=stack.physical_name(name),
+            api_name=naming(name),
             create_default_stage=False,
             default_authorizer=authorizer or authorizers.HttpIamAuthorizer(),
         )
         self.access_logs = logs.LogGroup(
             self,
             "AccessLogs",
-            retention=log_retention(stack.config.consumers.log_retention_days),
-            removal_policy=RemovalPolicy.DESTROY,
+            retention=log_retention(log_retention_days),
+            removal_policy=removal_policy,
         )
         self.stage = apigw.HttpStage(
             self,
@@ -88,4 +93,4 @@ class HttpApi(Construct):
 
     @property
     def url(self) -> str:
-        return f"https://{self.api.api_id}.execute-api.{RelayStack.of(self).region}.amazonaws.com"
+        return f"https://{self.api.api_id}.execute-api.{Stack.of(self).region}.amazonaws.com"

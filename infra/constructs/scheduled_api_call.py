@@ -8,23 +8,28 @@ handling, so nothing is silently lost:
   policy admits `events.amazonaws.com` from this rule only (CDK adds the `aws:SourceArn` condition);
 - the Connection authenticates with an API key whose value comes from a Secrets Manager secret (never a
   literal in the template);
-- alarms on the rule's failed invocations and DLQ deliveries, and on both DLQs.
-The endpoint must answer within the API destination's 5-second timeout, so it should only enqueue.
+- retries, rate limit and maximum age default to `defaults.SCHEDULED_CALLS`.
+`ServiceMonitoring` alarms on the rule's failed invocations and DLQ deliveries, and on both DLQs
+(`dead_letter_queues`). The endpoint must answer within the API destination's 5-second timeout, so it
+should only enqueue.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, SecretValue
+from aws_cdk import Duration, RemovalPolicy, SecretValue
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as scheduler_targets
 from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.base import RelayStack
+from infra.config import QueueSettings
+from infra.constructs import defaults
+from infra.constructs.naming import Naming
 from infra.constructs.reliable_queue import dead_letter_queue
 
 API_KEY_HEADER = "x-api-key"
@@ -37,6 +42,10 @@ class ScheduledApiCall(Construct):
         construct_id: str,
         *,
         name: str,
+        naming: Naming,
+        event_bus: events.IEventBus,
+        queues: QueueSettings,
+        removal_policy: RemovalPolicy,
         schedule: scheduler.ScheduleExpression,
         endpoint: str,
         event_source: str,
@@ -44,22 +53,32 @@ class ScheduledApiCall(Construct):
         detail: dict[str, Any],
         api_key_secret: secretsmanager.ISecret,
         http_method: events.HttpMethod = events.HttpMethod.POST,
-        rate_limit_per_second: int = 1,
-        schedule_retry_attempts: int = 10,
-        target_retry_attempts: int = 10,
+        rate_limit_per_second: int = defaults.SCHEDULED_CALLS.rate_limit_per_second,
+        schedule_retry_attempts: int = defaults.SCHEDULED_CALLS.schedule_retry_attempts,
+        target_retry_attempts: int = defaults.SCHEDULED_CALLS.target_retry_attempts,
         max_event_age: Duration | None = None,
         flexible_window: Duration | None = None,
     ) -> None:
+        """`event_bus` is the app's bus (from `core`); `queues` and `removal_policy` are the two DLQs'."""
         super().__init__(scope, construct_id)
-        max_event_age = max_event_age or Duration.hours(2)
-        stack = RelayStack.of(self)
-        bus = stack.platform.event_bus
+        max_event_age = max_event_age or Duration.seconds(defaults.SCHEDULED_CALLS.max_event_age_seconds)
+        self.name = name
 
-        self.schedule_dlq = dead_letter_queue(self, "ScheduleDlq", name=f"{name}-schedule-dlq")
+        def dlq(construct_id: str, dlq_name: str) -> sqs.Queue:
+            return dead_letter_queue(
+                self,
+                construct_id,
+                name=dlq_name,
+                naming=naming,
+                settings=queues,
+                removal_policy=removal_policy,
+            )
+
+        self.schedule_dlq = dlq("ScheduleDlq", f"{name}-schedule-dlq")
         self.schedule = scheduler.Schedule(
             self,
             "Schedule",
-            schedule_name=stack.physical_name(name),
+            schedule_name=naming(name),
             schedule=schedule,
             time_window=(
                 scheduler.TimeWindow.flexible(flexible_window)
@@ -68,7 +87,7 @@ class ScheduledApiCall(Construct):
             ),
             target=scheduler_targets.EventBridgePutEvents(
                 scheduler_targets.EventBridgePutEventsEntry(
-                    event_bus=bus,
+                    event_bus=event_bus,
                     source=event_source,
                     detail_type=detail_type,
                     detail=scheduler.ScheduleTargetInput.from_object(detail),
@@ -95,11 +114,11 @@ class ScheduledApiCall(Construct):
             http_method=http_method,
             rate_limit_per_second=rate_limit_per_second,
         )
-        self.target_dlq = dead_letter_queue(self, "TargetDlq", name=f"{name}-target-dlq")
+        self.target_dlq = dlq("TargetDlq", f"{name}-target-dlq")
         self.rule = events.Rule(
             self,
             "Rule",
-            event_bus=bus,
+            event_bus=event_bus,
             event_pattern=events.EventPattern(source=[event_source], detail_type=[detail_type]),
             targets=[
                 targets.ApiDestination(
@@ -111,4 +130,7 @@ class ScheduledApiCall(Construct):
                 )
             ],
         )
-        stack.alarms.watch_api_destination_rule(self.rule, label=name)
+
+    @property
+    def dead_letter_queues(self) -> dict[str, sqs.IQueue]:
+        return {f"{self.name}-schedule-dlq": self.schedule_dlq, f"{self.name}-target-dlq": self.target_dlq}

@@ -4,7 +4,9 @@
 - point-in-time recovery;
 - a TTL attribute (`expiresAt`, epoch seconds) so clean-up never depends on the happy path;
 - a stream (new and old images) when the table carries an outbox;
-- deletion protection from the stage config.
+- deletion protection, and the removal policy (retained in prod), from the stage config; a protected
+  table is always retained: CloudFormation could not delete it, so DESTROY would only fail the stack's
+  deletion.
 
 `aws_dynamodb.Table`, not `TableV2`: TableV2 synthesizes `AWS::DynamoDB::GlobalTable`, which the local
 emulator cannot create.
@@ -16,7 +18,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as ddb
 from constructs import Construct
 
-from infra.constructs.base import RelayStack
+from infra.constructs.naming import Naming
 
 TTL_ATTRIBUTE = "expiresAt"
 
@@ -28,17 +30,18 @@ class ReliableTable(Construct):
         construct_id: str,
         *,
         name: str,
+        naming: Naming,
+        removal_policy: RemovalPolicy,
+        deletion_protection: bool,
         partition_key: str = "pk",
         sort_key: str | None = "sk",
         stream: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = RelayStack.of(self)
-        protect = stack.config.deletion_protection
         self.table = ddb.Table(
             self,
             "Table",
-            table_name=stack.physical_name(name),
+            table_name=naming(name),
             partition_key=ddb.Attribute(name=partition_key, type=ddb.AttributeType.STRING),
             sort_key=ddb.Attribute(name=sort_key, type=ddb.AttributeType.STRING) if sort_key else None,
             billing_mode=ddb.BillingMode.PAY_PER_REQUEST,
@@ -47,12 +50,28 @@ class ReliableTable(Construct):
             ),
             time_to_live_attribute=TTL_ATTRIBUTE,
             stream=ddb.StreamViewType.NEW_AND_OLD_IMAGES if stream else None,
-            deletion_protection=protect,
-            removal_policy=RemovalPolicy.RETAIN if protect else RemovalPolicy.DESTROY,
+            deletion_protection=deletion_protection,
+            removal_policy=RemovalPolicy.RETAIN if deletion_protection else removal_policy,
         )
 
 
-def idempotency_table(scope: Construct, construct_id: str = "Idempotency") -> ReliableTable:
+def idempotency_table(
+    scope: Construct,
+    construct_id: str = "Idempotency",
+    *,
+    naming: Naming,
+    removal_policy: RemovalPolicy,
+    deletion_protection: bool,
+) -> ReliableTable:
     """The per-service table shared by the kernel's processed-event markers and Powertools idempotency
     records: partition key `id`, TTL `expiresAt` (the kernel contract)."""
-    return ReliableTable(scope, construct_id, name="idempotency", partition_key="id", sort_key=None)
+    return ReliableTable(
+        scope,
+        construct_id,
+        name="idempotency",
+        naming=naming,
+        removal_policy=removal_policy,
+        deletion_protection=deletion_protection,
+        partition_key="id",
+        sort_key=None,
+    )

@@ -1,11 +1,15 @@
 """The `core` stack: what every service stack stands on — the app's event bus, the alarm topic and the
-shared Lambda layers."""
+shared Lambda layers.
+
+The alarm key follows the stage's removal policy: retained in prod, because a deleted key makes what it
+encrypted unreadable for good; deleting it is a deliberate `aws kms schedule-key-deletion`.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -14,8 +18,9 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from infra.config import StageConfig
-from infra.constructs.base import Platform, RelayStack
+from infra.constructs import defaults
 from infra.constructs.layers import dependency_layer, kernel_layer
+from infra.stacks.base import Platform, RelayStack
 
 
 class CoreStack(RelayStack):
@@ -29,8 +34,8 @@ class CoreStack(RelayStack):
             "AlarmKey",
             alias=f"alias/{config.prefix}-alarms",
             enable_key_rotation=True,
-            pending_window=Duration.days(7),
-            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=Duration.days(defaults.KEYS.pending_window_days),
+            removal_policy=self.removal_policy,
             description="Encrypts the Relay alarm topic; usable by CloudWatch alarms",
         )
         key.add_to_resource_policy(
@@ -42,7 +47,7 @@ class CoreStack(RelayStack):
             )
         )
         alarm_topic = sns.Topic(
-            self, "AlarmTopic", topic_name=self.physical_name("alarms"), master_key=key, enforce_ssl=True
+            self, "AlarmTopic", topic_name=self.naming("alarms"), master_key=key, enforce_ssl=True
         )
         alarm_topic.add_to_resource_policy(
             iam.PolicyStatement(

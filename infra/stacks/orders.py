@@ -15,28 +15,30 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import aws_apigatewayv2 as apigw
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+# The fan-out contract, written once in functions/orders/ (standard library only): the handlers and
+# their moto tests deliver with the very same filters (`infra.stacks` puts functions/ on the path).
+from orders.subscriptions import (
+    ANALYTICS_RAW_DELIVERY,
+    INVENTORY_FILTER,
+    NOTIFICATIONS_FILTER,
+    PAID_ORDERS_FILTER,
+)
+
 from infra.config import StageConfig
-from infra.constructs.base import Platform, RelayStack
 from infra.constructs.buckets import PrivateBucket
-from infra.constructs.fanout_topic import FanoutTopic
+from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
+from infra.constructs.function import RelayFunction
 from infra.constructs.http_api import HttpApi
+from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outbox_publisher import OutboxPublisher
-from infra.constructs.queue_consumer import QueueConsumer, RelayFunction
+from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue
 from infra.constructs.tables import ReliableTable, idempotency_table
+from infra.stacks.base import Platform, RelayStack
 
-# The handlers' tests assert these equal functions/orders/subscriptions.py, so code and infra agree.
-INVENTORY_EVENTS = ["OrderCreated", "OrderCancelled"]
-NOTIFICATION_EVENTS = ["OrderCreated", "OrderPaid", "OrderRejected"]
-PAID_ORDER_EVENTS = ["PaymentCompleted"]
 ANALYTICS_PREFIX = "events/"
-
-
-def _event_type(names: list[str]) -> dict[str, sns.SubscriptionFilter]:
-    return {"eventType": sns.SubscriptionFilter.string_filter(allowlist=names)}
 
 
 class OrdersStack(RelayStack):
@@ -52,25 +54,53 @@ class OrdersStack(RelayStack):
     ) -> None:
         super().__init__(scope, construct_id, config=config, service="orders", platform=platform, **kwargs)
         settings = config.orders
-        orders = ReliableTable(self, "Orders", name="orders", stream=True).table
-        inventory = ReliableTable(self, "Inventory", name="inventory").table
-        idempotency = idempotency_table(self).table
+        naming, keep, functions, queues = self.naming, self.removal_policy, self.functions, config.queues
+        protect = config.deletion_protection
+
+        def table(construct_id: str, name: str, *, stream: bool = False) -> ReliableTable:
+            return ReliableTable(
+                self,
+                construct_id,
+                name=name,
+                naming=naming,
+                removal_policy=keep,
+                deletion_protection=protect,
+                stream=stream,
+            )
+
+        def queue(construct_id: str, name: str) -> ReliableQueue:
+            return ReliableQueue(
+                self, construct_id, name=name, naming=naming, settings=queues, removal_policy=keep
+            )
+
+        orders = table("Orders", "orders", stream=True).table
+        inventory = table("Inventory", "inventory").table
+        idempotency = idempotency_table(
+            self, naming=naming, removal_policy=keep, deletion_protection=protect
+        ).table
         archive = PrivateBucket(
-            self, "Analytics", expiration_days=settings.analytics_retention_days, purpose="analytics"
+            self,
+            "Analytics",
+            expiration_days=settings.analytics_retention_days,
+            purpose="analytics",
+            queues=queues,
+            removal_policy=keep,
         )
         analytics_bucket = archive.bucket
 
-        topic = FanoutTopic(self, "OrderEvents", name="order-events")
-        inventory_q = ReliableQueue(self, "InventoryQueue", name="inventory")
-        notify_q = ReliableQueue(self, "NotificationQueue", name="order-notifications")
-        analytics_q = ReliableQueue(self, "AnalyticsQueue", name="analytics")
-        paid_q = ReliableQueue(self, "PaidOrdersQueue", name="paid-orders")
-        topic.subscribe(inventory_q, filter_policy=_event_type(INVENTORY_EVENTS))
-        topic.subscribe(notify_q, filter_policy=_event_type(NOTIFICATION_EVENTS))
+        topic = FanoutTopic(
+            self, "OrderEvents", name="order-events", naming=naming, settings=queues, removal_policy=keep
+        )
+        inventory_q = queue("InventoryQueue", "inventory")
+        notify_q = queue("NotificationQueue", "order-notifications")
+        analytics_q = queue("AnalyticsQueue", "analytics")
+        paid_q = queue("PaidOrdersQueue", "paid-orders")
+        topic.subscribe(inventory_q, filter_policy=allowlist_filter(INVENTORY_FILTER))
+        topic.subscribe(notify_q, filter_policy=allowlist_filter(NOTIFICATIONS_FILTER))
         # Raw delivery: analytics stores the envelope as it is, one object per eventId; no SNS wrapper
         # to strip, and the body is what a daily export reads.
-        topic.subscribe(analytics_q, raw_delivery=True)
-        payment_events.subscribe(paid_q, filter_policy=_event_type(PAID_ORDER_EVENTS))
+        topic.subscribe(analytics_q, raw_delivery=ANALYTICS_RAW_DELIVERY)
+        payment_events.subscribe(paid_q, filter_policy=allowlist_filter(PAID_ORDERS_FILTER))
         self.topic = topic
 
         # Each function is told only of the tables it uses, and granted exactly those
@@ -81,6 +111,7 @@ class OrdersStack(RelayStack):
         api_fn = RelayFunction(
             self,
             "Api",
+            settings=functions,
             handler="orders.api.handler",
             environment={**orders_env, **idempotency_env},
             description="POST /orders, GET /orders/{orderId}, POST /orders/{orderId}/cancel",
@@ -91,6 +122,9 @@ class OrdersStack(RelayStack):
             self,
             "Http",
             name="orders-api",
+            naming=naming,
+            log_retention_days=config.consumers.log_retention_days,
+            removal_policy=keep,
             handler=api_fn,
             routes=[
                 (apigw.HttpMethod.POST, "/orders"),
@@ -99,9 +133,12 @@ class OrdersStack(RelayStack):
             ],
         )
 
-        OutboxPublisher(
+        publisher = OutboxPublisher(
             self,
             "OutboxPublisher",
+            settings=functions,
+            naming=naming,
+            queues=queues,
             table=orders,
             topic=topic,
             handler="orders.outbox_publisher.handler",
@@ -115,6 +152,7 @@ class OrdersStack(RelayStack):
         inventory_fn = QueueConsumer(
             self,
             "InventoryWorker",
+            settings=functions,
             queue=inventory_q,
             handler="orders.inventory.handler",
             environment={**orders_env, **inventory_env, **idempotency_env},
@@ -123,6 +161,7 @@ class OrdersStack(RelayStack):
         notifier = QueueConsumer(
             self,
             "Notifier",
+            settings=functions,
             queue=notify_q,
             handler="orders.notifier.handler",
             environment={**idempotency_env, **webhook},
@@ -131,6 +170,7 @@ class OrdersStack(RelayStack):
         analytics = QueueConsumer(
             self,
             "AnalyticsWriter",
+            settings=functions,
             queue=analytics_q,
             handler="orders.analytics.handler",
             environment={"ANALYTICS_BUCKET": analytics_bucket.bucket_name},
@@ -139,6 +179,7 @@ class OrdersStack(RelayStack):
         paid = QueueConsumer(
             self,
             "PaidOrders",
+            settings=functions,
             queue=paid_q,
             handler="orders.paid_orders.handler",
             environment={**orders_env, **idempotency_env},
@@ -158,18 +199,26 @@ class OrdersStack(RelayStack):
             "is scoped to the events/ prefix of this service's own bucket.",
         )
 
-        for metric, label, description in (
-            (
-                "OrphanPayment",
-                "OrphanPayments",
-                "orders: a payment completed for an unknown or closed order.",
-            ),
-            (
-                "PayloadConflict",
-                "PayloadConflicts",
-                "orders: an eventId arrived again with a different payload.",
-            ),
-        ):
-            self.alarms.watch_kernel_metric(metric, label=label, description=description)
+        ServiceMonitoring(
+            self,
+            "Alarms",
+            settings=self.monitoring,
+            queues=[inventory_q, notify_q, analytics_q, paid_q],
+            topics=[topic],
+            outbox_publishers=[publisher],
+            consumers=[inventory_fn, notifier, analytics, paid],
+            kernel_metrics=[
+                KernelMetric(
+                    "OrphanPayment",
+                    label="OrphanPayments",
+                    description="orders: a payment completed for an unknown or closed order.",
+                ),
+                KernelMetric(
+                    "PayloadConflict",
+                    label="PayloadConflicts",
+                    description="orders: an eventId arrived again with a different payload.",
+                ),
+            ],
+        )
         self.orders_table = orders
         self.inventory_table = inventory

@@ -12,27 +12,31 @@ from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_apigatewayv2 as apigw
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.config import StageConfig
-from infra.constructs.base import Platform, RelayStack
 from infra.constructs.buckets import PrivateBucket
-from infra.constructs.fanout_topic import FanoutTopic
+from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
+from infra.constructs.function import RelayFunction
 from infra.constructs.http_api import HttpApi
+from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outbox_publisher import OutboxPublisher
-from infra.constructs.queue_consumer import QueueConsumer, RelayFunction
+from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue
 from infra.constructs.tables import ReliableTable, idempotency_table
+from infra.stacks.base import Platform, RelayStack
 
 # Enveloped (not raw) delivery: the SNS notification keeps the topic ARN, MessageId and timestamp for
 # tracing, and message attributes (eventType) stay readable even past SQS's 10-attribute limit for raw
 # delivery. The kernel unwraps both, so the choice is about observability, not code.
 ENVELOPED = False
 
-
-def _event_type(*names: str) -> dict[str, sns.SubscriptionFilter]:
-    return {"eventType": sns.SubscriptionFilter.string_filter(allowlist=list(names))}
+# Which queue hears which event type (the message attribute the outbox publisher sets). The handlers name
+# these types in payments.steps; a standard-library `payments/subscriptions.py`, as orders has, would let
+# this stack import them instead of spelling them again.
+PAYMENT_REQUESTS_FILTER = {"eventType": ["PaymentRequested"]}
+POST_PROCESSING_FILTER = {"eventType": ["PaymentCompleted"]}
+INVOICE_REQUESTS_FILTER = {"eventType": ["InvoiceRequested"]}
 
 
 CLAIM_CHECK_PREFIX = "payments/"
@@ -48,21 +52,69 @@ class PaymentsStack(RelayStack):
     ) -> None:
         super().__init__(scope, construct_id, config=config, service="payments", platform=platform, **kwargs)
         settings = config.payments
+        naming, keep, functions, queues = self.naming, self.removal_policy, self.functions, config.queues
+        protect = config.deletion_protection
 
-        operations = ReliableTable(self, "Operations", name="operations", stream=True).table
-        idempotency = idempotency_table(self).table
+        operations = ReliableTable(
+            self,
+            "Operations",
+            name="operations",
+            naming=naming,
+            removal_policy=keep,
+            deletion_protection=protect,
+            stream=True,
+        ).table
+        idempotency = idempotency_table(
+            self, naming=naming, removal_policy=keep, deletion_protection=protect
+        ).table
         claim_checks = PrivateBucket(
-            self, "ClaimChecks", expiration_days=settings.claim_check_expiration_days, purpose="claim-checks"
+            self,
+            "ClaimChecks",
+            expiration_days=settings.claim_check_expiration_days,
+            purpose="claim-checks",
+            queues=queues,
+            removal_policy=keep,
         )
         bucket = claim_checks.bucket
 
-        topic = FanoutTopic(self, "PaymentEvents", name="payment-events")
-        requests_q = ReliableQueue(self, "PaymentRequests", name="payment-requests")
-        post_q = ReliableQueue(self, "PostProcessing", name="post-processing")
-        invoice_q = ReliableQueue(self, "InvoiceRequests", name="invoice-requests")
-        topic.subscribe(requests_q, filter_policy=_event_type("PaymentRequested"), raw_delivery=ENVELOPED)
-        topic.subscribe(post_q, filter_policy=_event_type("PaymentCompleted"), raw_delivery=ENVELOPED)
-        topic.subscribe(invoice_q, filter_policy=_event_type("InvoiceRequested"), raw_delivery=ENVELOPED)
+        topic = FanoutTopic(
+            self,
+            "PaymentEvents",
+            name="payment-events",
+            naming=naming,
+            settings=queues,
+            removal_policy=keep,
+        )
+        requests_q = ReliableQueue(
+            self,
+            "PaymentRequests",
+            name="payment-requests",
+            naming=naming,
+            settings=queues,
+            removal_policy=keep,
+        )
+        post_q = ReliableQueue(
+            self,
+            "PostProcessing",
+            name="post-processing",
+            naming=naming,
+            settings=queues,
+            removal_policy=keep,
+        )
+        invoice_q = ReliableQueue(
+            self,
+            "InvoiceRequests",
+            name="invoice-requests",
+            naming=naming,
+            settings=queues,
+            removal_policy=keep,
+        )
+        for queue, spec in (
+            (requests_q, PAYMENT_REQUESTS_FILTER),
+            (post_q, POST_PROCESSING_FILTER),
+            (invoice_q, INVOICE_REQUESTS_FILTER),
+        ):
+            topic.subscribe(queue, filter_policy=allowlist_filter(spec), raw_delivery=ENVELOPED)
         self.topic = topic
 
         common = {
@@ -76,6 +128,7 @@ class PaymentsStack(RelayStack):
         api_fn = RelayFunction(
             self,
             "Api",
+            settings=functions,
             handler="payments.api.handler",
             environment={**common, "MAX_BODY_BYTES": str(settings.max_body_bytes)},
             description="POST /payments (202 + operationId), GET /operations/{operationId}",
@@ -89,6 +142,9 @@ class PaymentsStack(RelayStack):
             self,
             "Http",
             name="payments-api",
+            naming=naming,
+            log_retention_days=config.consumers.log_retention_days,
+            removal_policy=keep,
             handler=api_fn,
             routes=[
                 (apigw.HttpMethod.POST, "/payments"),
@@ -96,9 +152,12 @@ class PaymentsStack(RelayStack):
             ],
         )
 
-        OutboxPublisher(
+        publisher = OutboxPublisher(
             self,
             "OutboxPublisher",
+            settings=functions,
+            naming=naming,
+            queues=queues,
             table=operations,
             topic=topic,
             handler="payments.outbox_publisher.handler",
@@ -108,6 +167,7 @@ class PaymentsStack(RelayStack):
         worker = QueueConsumer(
             self,
             "PaymentWorker",
+            settings=functions,
             queue=requests_q,
             handler="payments.payment_worker.handler",
             timeout=Duration.seconds(60),
@@ -125,6 +185,7 @@ class PaymentsStack(RelayStack):
         post = QueueConsumer(
             self,
             "PostProcessor",
+            settings=functions,
             queue=post_q,
             handler="payments.post_processor.handler",
             environment=common,
@@ -133,6 +194,7 @@ class PaymentsStack(RelayStack):
         invoicer = QueueConsumer(
             self,
             "InvoiceWorker",
+            settings=functions,
             queue=invoice_q,
             handler="payments.invoice_worker.handler",
             timeout=Duration.seconds(60),
@@ -148,11 +210,22 @@ class PaymentsStack(RelayStack):
             idempotency.grant_read_write_data(consumer.function)
             claim_checks.grant_prefix(consumer.role, CLAIM_CHECK_PREFIX, read=True, why=CLAIM_CHECK_GRANT)
 
-        self.alarms.watch_kernel_metric(
-            "PayloadConflict",
-            label="PayloadConflicts",
-            description="payments: an eventId arrived again with a different payload; it was not applied. "
-            "Investigate the producer.",
+        ServiceMonitoring(
+            self,
+            "Alarms",
+            settings=self.monitoring,
+            queues=[requests_q, post_q, invoice_q],
+            topics=[topic],
+            outbox_publishers=[publisher],
+            consumers=[worker, post, invoicer],
+            kernel_metrics=[
+                KernelMetric(
+                    "PayloadConflict",
+                    label="PayloadConflicts",
+                    description="payments: an eventId arrived again with a different payload; it was not "
+                    "applied. Investigate the producer.",
+                )
+            ],
         )
         self.operations_table = operations
         self.bucket = bucket

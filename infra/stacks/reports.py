@@ -10,19 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput
-from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.config import StageConfig
-from infra.constructs.base import Platform, RelayStack
-from infra.constructs.fanout_topic import FanoutTopic
+from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
+from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue
 from infra.constructs.tables import ReliableTable, idempotency_table
+from infra.stacks.base import Platform, RelayStack
 
 VERIFIER_MAX_RECEIVE_COUNT = 12
 VERIFIER_BACKOFF_BASE_SECONDS = 30
-REPORT_GENERATED = {"eventType": sns.SubscriptionFilter.string_filter(allowlist=["ReportGenerated"])}
+REPORT_GENERATED_FILTER = {"eventType": ["ReportGenerated"]}
 
 
 class ReportsStack(RelayStack):
@@ -31,24 +31,51 @@ class ReportsStack(RelayStack):
     ) -> None:
         super().__init__(scope, construct_id, config=config, service="reports", platform=platform, **kwargs)
         settings = config.reports
-        self.verifications = ReliableTable(self, "Verifications", name="verifications").table
-        idempotency = idempotency_table(self).table
+        naming, keep, functions, queues = self.naming, self.removal_policy, self.functions, config.queues
+        protect = config.deletion_protection
+        self.verifications = ReliableTable(
+            self,
+            "Verifications",
+            name="verifications",
+            naming=naming,
+            removal_policy=keep,
+            deletion_protection=protect,
+        ).table
+        idempotency = idempotency_table(
+            self, naming=naming, removal_policy=keep, deletion_protection=protect
+        ).table
 
-        self.topic = FanoutTopic(self, "ReportEvents", name="report-events")
+        self.topic = FanoutTopic(
+            self, "ReportEvents", name="report-events", naming=naming, settings=queues, removal_policy=keep
+        )
         # A report that is not visible yet is retried with backoff until VERIFY_MAX_AGE_SECONDS, then
         # recorded UNREACHABLE by the verifier itself: the receives must outlast that age, or the redrive
         # policy would park the message first. With base 30 s and the 900 s cap, 8 receives cover
         # 3600 s (30+60+…+480+900+900+900); 12 leave room for 5xx/timeouts on the way.
         verifier_q = ReliableQueue(
-            self, "VerifierQueue", name="verifier", max_receive_count=VERIFIER_MAX_RECEIVE_COUNT
+            self,
+            "VerifierQueue",
+            name="verifier",
+            naming=naming,
+            settings=queues,
+            removal_policy=keep,
+            max_receive_count=VERIFIER_MAX_RECEIVE_COUNT,
         )
-        notify_q = ReliableQueue(self, "NotificationQueue", name="report-notifications")
-        self.topic.subscribe(verifier_q, filter_policy=REPORT_GENERATED)
-        self.topic.subscribe(notify_q, filter_policy=REPORT_GENERATED)
+        notify_q = ReliableQueue(
+            self,
+            "NotificationQueue",
+            name="report-notifications",
+            naming=naming,
+            settings=queues,
+            removal_policy=keep,
+        )
+        self.topic.subscribe(verifier_q, filter_policy=allowlist_filter(REPORT_GENERATED_FILTER))
+        self.topic.subscribe(notify_q, filter_policy=allowlist_filter(REPORT_GENERATED_FILTER))
 
         verifier = QueueConsumer(
             self,
             "Verifier",
+            settings=functions,
             queue=verifier_q,
             handler="reports.verifier.handler",
             environment={
@@ -67,6 +94,7 @@ class ReportsStack(RelayStack):
         notifier = QueueConsumer(
             self,
             "Notifier",
+            settings=functions,
             queue=notify_q,
             handler="reports.notifier.handler",
             environment={
@@ -78,14 +106,25 @@ class ReportsStack(RelayStack):
         )
         idempotency.grant_read_write_data(notifier.function)
 
-        self.alarms.watch_kernel_metric(
-            "VerificationMismatch",
-            label="VerificationMismatches",
-            description="reports: a report read back from the public API does not match its sha256.",
-        )
-        self.alarms.watch_kernel_metric(
-            "PayloadConflict",
-            label="PayloadConflicts",
-            description="reports: an eventId arrived again with a different payload; it was not applied.",
+        ServiceMonitoring(
+            self,
+            "Alarms",
+            settings=self.monitoring,
+            queues=[verifier_q, notify_q],
+            topics=[self.topic],
+            consumers=[verifier, notifier],
+            kernel_metrics=[
+                KernelMetric(
+                    "VerificationMismatch",
+                    label="VerificationMismatches",
+                    description="reports: a report read back from the public API does not match its sha256.",
+                ),
+                KernelMetric(
+                    "PayloadConflict",
+                    label="PayloadConflicts",
+                    description="reports: an eventId arrived again with a different payload; it was not "
+                    "applied.",
+                ),
+            ],
         )
         CfnOutput(self, "ReportEventsTopicArn", value=self.topic.topic.topic_arn)

@@ -19,12 +19,14 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.config import StageConfig
-from infra.constructs.base import Platform, RelayStack
+from infra.constructs.function import RelayFunction
 from infra.constructs.http_api import HttpApi
-from infra.constructs.queue_consumer import QueueConsumer, RelayFunction
+from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
+from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue
 from infra.constructs.scheduled_api_call import API_KEY_HEADER, ScheduledApiCall
 from infra.constructs.tables import ReliableTable, idempotency_table
+from infra.stacks.base import Platform, RelayStack
 
 SNAPSHOT_SOURCE = "relay.scores"
 SNAPSHOT_DETAIL_TYPE = "ScoreSnapshotDue"
@@ -43,9 +45,17 @@ class ScoresStack(RelayStack):
     ) -> None:
         super().__init__(scope, construct_id, config=config, service="scores", platform=platform, **kwargs)
         settings = config.scores
-        scores = ReliableTable(self, "Scores", name="scores").table
-        idempotency = idempotency_table(self).table
-        snapshot_q = ReliableQueue(self, "SnapshotQueue", name="snapshots")
+        naming, keep, functions, queues = self.naming, self.removal_policy, self.functions, config.queues
+        protect = config.deletion_protection
+        scores = ReliableTable(
+            self, "Scores", name="scores", naming=naming, removal_policy=keep, deletion_protection=protect
+        ).table
+        idempotency = idempotency_table(
+            self, naming=naming, removal_policy=keep, deletion_protection=protect
+        ).table
+        snapshot_q = ReliableQueue(
+            self, "SnapshotQueue", name="snapshots", naming=naming, settings=queues, removal_policy=keep
+        )
 
         self.api_key = secretsmanager.Secret(
             self,
@@ -67,6 +77,7 @@ class ScoresStack(RelayStack):
         authorizer_fn = RelayFunction(
             self,
             "Authorizer",
+            settings=functions,
             handler="scores.authorizer.handler",
             environment={"API_KEY_SECRET_ARN": self.api_key.secret_arn},
             timeout=Duration.seconds(5),
@@ -76,6 +87,7 @@ class ScoresStack(RelayStack):
         api_fn = RelayFunction(
             self,
             "Api",
+            settings=functions,
             handler="scores.api.handler",
             environment={
                 "SCORES_TABLE": scores.table_name,
@@ -98,6 +110,9 @@ class ScoresStack(RelayStack):
             self,
             "Http",
             name="scores-api",
+            naming=naming,
+            log_retention_days=config.consumers.log_retention_days,
+            removal_policy=keep,
             handler=api_fn,
             routes=[(apigw.HttpMethod.GET, "/agents/{agentId}/scores")],
             routes_with_authorizer=[(apigw.HttpMethod.POST, "/score-snapshots", api_key_authorizer)],
@@ -106,6 +121,7 @@ class ScoresStack(RelayStack):
         worker = QueueConsumer(
             self,
             "SnapshotWorker",
+            settings=functions,
             queue=snapshot_q,
             handler="scores.snapshot_worker.handler",
             timeout=Duration.seconds(120),
@@ -125,6 +141,10 @@ class ScoresStack(RelayStack):
             self,
             "HourlySnapshot",
             name="hourly-snapshot",
+            naming=naming,
+            event_bus=platform.event_bus,
+            queues=queues,
+            removal_policy=keep,
             schedule=scheduler.ScheduleExpression.cron(
                 minute="0", hour="*", time_zone=TimeZone.of(settings.timezone)
             ),
@@ -138,9 +158,20 @@ class ScoresStack(RelayStack):
             target_retry_attempts=settings.target_retry_attempts,
             max_event_age=Duration.seconds(settings.max_event_age_seconds),
         )
-        self.alarms.watch_kernel_metric(
-            "PayloadConflict",
-            label="PayloadConflicts",
-            description="scores: an eventId arrived again with a different payload; it was not applied.",
+        ServiceMonitoring(
+            self,
+            "Alarms",
+            settings=self.monitoring,
+            queues=[snapshot_q],
+            consumers=[worker],
+            scheduled_calls=[self.schedule],
+            kernel_metrics=[
+                KernelMetric(
+                    "PayloadConflict",
+                    label="PayloadConflicts",
+                    description="scores: an eventId arrived again with a different payload; it was not "
+                    "applied.",
+                )
+            ],
         )
         CfnOutput(self, "ScoresApiUrl", value=self.http.url)

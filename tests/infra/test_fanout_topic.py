@@ -1,10 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from stacks import bare
-
-from infra.constructs.fanout_topic import FanoutTopic
-from infra.constructs.reliable_queue import ReliableQueue
+from stacks import bare, queue, topic
 
 
 def _subscription_to(s, path_suffix):
@@ -69,7 +66,7 @@ def test_undeliverable_messages_go_to_a_subscription_dlq(synthesized):
 
 def test_fifo_queue_cannot_subscribe_to_a_standard_topic():
     def body(stack):
-        FanoutTopic(stack, "T", name="t").subscribe(ReliableQueue(stack, "Q", name="q", fifo=True))
+        topic(stack, "T", name="t").subscribe(queue(stack, "Q", name="q", fifo=True))
 
     with pytest.raises(ValueError, match="cannot deliver to FIFO"):
         bare(body)

@@ -12,10 +12,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
-from stacks import bare
-
-from infra.constructs.queue_consumer import QueueConsumer
-from infra.constructs.reliable_queue import ReliableQueue
+from stacks import bare, consumer, queue
 
 
 def _violations(body, tmp_path: Path) -> dict[str, set[str]]:
@@ -44,7 +41,7 @@ def _function(stack, timeout=30):
 
 def test_consumed_queue_with_short_visibility_timeout_fails_synth(tmp_path):
     def body(stack):
-        rq = ReliableQueue(stack, "Work", name="work", visibility_timeout=Duration.seconds(60))
+        rq = queue(stack, "Work", name="work", visibility_timeout=Duration.seconds(60))
         _function(stack).add_event_source(sources.SqsEventSource(rq.queue, report_batch_item_failures=True))
 
     assert _violations(body, tmp_path) == {"RELAY-VISIBILITY": {"svc/Work/Queue/Resource"}}
@@ -75,7 +72,7 @@ def test_sns_subscribed_queue_with_aws_managed_sqs_key_fails_synth(tmp_path):
 
 def test_sqs_event_source_without_report_batch_item_failures_fails_synth(tmp_path):
     def body(stack):
-        rq = ReliableQueue(stack, "Work", name="work", visibility_timeout=Duration.seconds(600))
+        rq = queue(stack, "Work", name="work", visibility_timeout=Duration.seconds(600))
         _function(stack).add_event_source(sources.SqsEventSource(rq.queue))
 
     found = _violations(body, tmp_path)
@@ -93,7 +90,7 @@ def test_queue_without_a_dlq_fails_synth(tmp_path):
 
 def test_the_platform_constructs_pass_every_guard():
     def body(stack):
-        rq = ReliableQueue(stack, "Work", name="work")
-        QueueConsumer(stack, "Worker", queue=rq, handler="svc.worker.handler", timeout=Duration.seconds(60))
+        rq = queue(stack, "Work", name="work")
+        consumer(stack, "Worker", queue=rq, handler="svc.worker.handler", timeout=Duration.seconds(60))
 
     bare(body).synth()  # raises if any guard fires

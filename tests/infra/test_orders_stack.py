@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-
-from infra.stacks.orders import INVENTORY_EVENTS, NOTIFICATION_EVENTS, PAID_ORDER_EVENTS
 
 
 def _of(template, kind):
@@ -93,9 +92,28 @@ def test_orphan_payments_and_payload_conflicts_are_alarmed(orders):
     assert {"OrphanPayment", "PayloadConflict"} <= metrics
 
 
-def test_the_handlers_filter_constants_match_the_stack():
+def test_the_handlers_filter_constants_match_the_stack(orders):
+    # The stack imports functions/orders/subscriptions.py: what the handlers' tests deliver with is
+    # what is deployed.
     from orders import subscriptions
 
-    assert subscriptions.INVENTORY_FILTER == {"eventType": INVENTORY_EVENTS}
-    assert subscriptions.NOTIFICATIONS_FILTER == {"eventType": NOTIFICATION_EVENTS}
-    assert subscriptions.PAID_ORDERS_FILTER == {"eventType": PAID_ORDER_EVENTS}
+    assert (
+        _subscription(orders, "InventoryQueue/Queue/Resource")["FilterPolicy"]
+        == subscriptions.INVENTORY_FILTER
+    )
+    notifications = _subscription(orders, "NotificationQueue/Queue/Resource")
+    assert notifications["FilterPolicy"] == subscriptions.NOTIFICATIONS_FILTER
+    assert (
+        _subscription(orders, "PaidOrdersQueue/Queue/Resource")["FilterPolicy"]
+        == subscriptions.PAID_ORDERS_FILTER
+    )
+    analytics = _subscription(orders, "AnalyticsQueue/Queue/Resource")
+    assert analytics["RawMessageDelivery"] is subscriptions.ANALYTICS_RAW_DELIVERY
+
+
+def test_the_orders_stack_declares_no_filter_of_its_own():
+    import infra.stacks.orders as stack_module
+
+    source = Path(stack_module.__file__).read_text()
+    assert "from orders.subscriptions import" in source
+    assert '"OrderCreated"' not in source and '"PaymentCompleted"' not in source

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from aws_cdk import App
 from stacks import bare
+from stacks import queue as reliable_queue
 
 from infra.constructs.reliable_queue import ReliableQueue
 
@@ -31,7 +32,7 @@ def test_max_receive_count_defaults_to_5(synthesized):
 
 def test_max_receive_count_below_5_is_refused():
     with pytest.raises(ValueError, match="max_receive_count=3 is below 5"):
-        bare(lambda stack: ReliableQueue(stack, "Q", name="q", max_receive_count=3))
+        bare(lambda stack: reliable_queue(stack, "Q", name="q", max_receive_count=3))
 
 
 def test_dlq_retains_messages_for_14_days(synthesized):
@@ -83,12 +84,14 @@ def test_fifo_variant_has_a_fifo_dlq_and_optional_content_dedup(synthesized):
 
 def test_content_based_dedup_requires_fifo():
     with pytest.raises(ValueError, match="needs fifo=True"):
-        bare(lambda stack: ReliableQueue(stack, "Q", name="q", content_based_deduplication=True))
+        bare(lambda stack: reliable_queue(stack, "Q", name="q", content_based_deduplication=True))
 
 
-def test_reliable_queue_outside_a_relay_stack_is_refused():
+def test_reliable_queue_without_its_naming_settings_and_removal_policy_is_refused():
+    # Constructs no longer look these up in a RelayStack: they are required arguments, so a queue
+    # cannot be built without them (nor, by forgetting one, with a silent default).
     from aws_cdk import Stack
 
     app = App()
-    with pytest.raises(TypeError, match="must live in a RelayStack"):
+    with pytest.raises(TypeError, match="missing 3 required keyword-only arguments: 'naming', 'settings'"):
         ReliableQueue(Stack(app, "plain"), "Q", name="q")

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 from aws_cdk.assertions import Template
 from stacks import build, stage_config
-
-from infra.constructs.tables import ReliableTable
+from stacks import table as reliable_table
 
 
 def test_tables_are_on_demand_with_pitr_and_ttl(synthesized):
@@ -27,7 +26,8 @@ def test_stream_only_when_asked(synthesized):
 
 def test_deletion_protection_follows_the_stage():
     _, stack = build(
-        lambda s: ReliableTable(s, "T", name="t"), config=stage_config(stage="prod", deletion_protection=True)
+        lambda s: reliable_table(s, "T", name="t"),
+        config=stage_config(stage="prod", deletion_protection=True),
     )
     prod = Template.from_stack(stack).to_json()
     (table,) = [r for r in prod["Resources"].values() if r["Type"] == "AWS::DynamoDB::Table"]

@@ -1,0 +1,140 @@
+"""Every default the Relay constructs apply, in one place, as data, each with the reason for its value.
+
+Constructs read their fallbacks from here, and the stage config (`infra/config.py`) takes the defaults of
+the settings a stage may override in `cdk.json` from here too, so "what a stage gets unless it says
+otherwise" is written once. The limits these values must respect (AWS quotas, Relay rules) sit beside
+them; the guards (`infra/guards.py`) check the synthesized templates against the same constants.
+
+Standard library only: the config and the guards import it without the CDK.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+# --- rules and AWS limits ------------------------------------------------------------------------------
+
+# Relay rule: below 5 receives, a short dependency outage or a Lambda scale-up burst (Lambda's poller
+# receives more than the function can take) parks healthy messages in the DLQ.
+MIN_MAX_RECEIVE_COUNT: Final = 5
+# AWS guidance for Lambda + SQS: a consumed queue's visibility timeout is at least 6 × the function
+# timeout, so a message cannot become visible again while an earlier attempt on it still runs.
+VISIBILITY_FACTOR: Final = 6
+# SQS: the visibility timeout cannot exceed 12 hours (the heartbeat never asks for more).
+SQS_MAX_VISIBILITY_SECONDS: Final = 43_200
+# SQS: messages are kept at most 14 days.
+SQS_MAX_RETENTION_DAYS: Final = 14
+# SQS: a FIFO event source takes at most 10 messages per batch, and no batching window.
+FIFO_MAX_BATCH_SIZE: Final = 10
+
+
+@dataclass(frozen=True)
+class QueueDefaults:
+    """Reliable queues and every dead-letter queue (overridable per stage under `queues`)."""
+
+    # The lowest value the rule above allows: a poison message is parked after 5 tries, not 50.
+    max_receive_count: int = MIN_MAX_RECEIVE_COUNT
+    # SQS's own default; a consumer that is down longer than that is an incident long before.
+    retention_days: int = 4
+    # The SQS maximum: a parked message waits as long as possible for someone to notice and redrive it.
+    dlq_retention_days: int = SQS_MAX_RETENTION_DAYS
+    # SQS's default; QueueConsumer raises it to VISIBILITY_FACTOR × its function timeout.
+    visibility_timeout_seconds: int = 30
+    # 15 minutes without progress is a stuck or far too slow consumer, not a burst.
+    oldest_message_alarm_seconds: int = 900
+
+
+@dataclass(frozen=True)
+class ConsumerDefaults:
+    """Every Relay function, and the SQS event source of queue consumers (per stage under `consumers`)."""
+
+    # Long enough for a call to an external system with its own timeout (≤ 10 s) and a retry.
+    timeout_seconds: int = 30
+    # Lambda's CPU share grows with memory: 512 MB keeps cold starts (pydantic, Powertools) short.
+    memory_mb: int = 512
+    # The most Lambda takes from a standard queue without a batching window (and FIFO_MAX_BATCH_SIZE).
+    batch_size: int = 10
+    # Gather up to a second of messages per invocation: fewer invocations under load, ≤ 1 s latency.
+    batching_window_seconds: int = 1
+    # Caps how hard one consumer can hit its dependencies (and the account's concurrency) in a backlog.
+    max_concurrency: int = 5
+    # A month of logs to investigate an incident; older evidence lives in metrics and the parked ledger.
+    log_retention_days: int = 30
+    # Powertools log level: INFO logs each step; DEBUG is for a stage someone is investigating.
+    log_level: LogLevel = "INFO"
+
+
+@dataclass(frozen=True)
+class OutboxStreamDefaults:
+    """The DynamoDB-stream mapping of an outbox publisher."""
+
+    # Outbox rows are small; a large batch drains a backlog in few invocations.
+    batch_size: int = 100
+    batching_window_seconds: int = 1
+    # A failing batch is retried in order this often before its stream coordinates go to the DLQ; the
+    # rows stay unpublished in the table, ready for a re-drive.
+    retry_attempts: int = 20
+    # Concurrent batches per shard: still in order per partition key (one aggregate's events are
+    # published in the order they were written), while one slow aggregate no longer holds up the shard.
+    parallelization_factor: int = 5
+
+
+@dataclass(frozen=True)
+class HttpApiDefaults:
+    """The `$default` stage of every HTTP API."""
+
+    # Requests per second, steady and burst: well above the expected load, well below the account limit.
+    throttle_rate: int = 100
+    throttle_burst: int = 200
+
+
+@dataclass(frozen=True)
+class BucketDefaults:
+    """Private buckets and their access-log buckets."""
+
+    # Server access logs are kept a quarter: long enough to audit who read a claim check.
+    access_log_expiration_days: int = 90
+
+
+@dataclass(frozen=True)
+class ScheduledCallDefaults:
+    """Scheduler → bus → rule → API destination (the scores stack's settings default to these)."""
+
+    # One call a second is plenty for one event an hour, and protects the endpoint during a replay.
+    rate_limit_per_second: int = 1
+    # Both hops retry with backoff before giving up to their DLQ.
+    schedule_retry_attempts: int = 10
+    target_retry_attempts: int = 10
+    # Two hours: an hourly snapshot still undelivered by then goes to the DLQ, to be redriven on purpose,
+    # instead of being retried behind the next hours' calls.
+    max_event_age_seconds: int = 7200
+
+
+@dataclass(frozen=True)
+class AlarmDefaults:
+    """Every Relay alarm."""
+
+    # One-minute periods, one breaching period: a parked message or a crash is worth a page at once.
+    period_seconds: int = 60
+    evaluation_periods: int = 1
+
+
+@dataclass(frozen=True)
+class KeyDefaults:
+    """Customer-managed KMS keys (the alarm topic's)."""
+
+    # The shortest window AWS allows before a key scheduled for deletion is gone.
+    pending_window_days: int = 7
+
+
+QUEUES: Final = QueueDefaults()
+CONSUMERS: Final = ConsumerDefaults()
+OUTBOX_STREAM: Final = OutboxStreamDefaults()
+HTTP_APIS: Final = HttpApiDefaults()
+BUCKETS: Final = BucketDefaults()
+SCHEDULED_CALLS: Final = ScheduledCallDefaults()
+ALARMS: Final = AlarmDefaults()
+KEYS: Final = KeyDefaults()
