@@ -37,14 +37,16 @@ def aws_env(endpoint: str) -> dict[str, str]:
     }
 
 
-def client(service: str, endpoint: str, *, access_key_id: str | None = None) -> Any:
+def client(service: str, endpoint: str | None, *, access_key_id: str | None = None) -> Any:
     """A boto3 client on the emulator (the sandbox's own calls: provisioning, polling, status).
     ``access_key_id`` signs as a function instead (``local.iam.access_key_for``): an event source
-    mapping polls with its function's execution role, as Lambda's does, so IAM applies to it."""
+    mapping polls with its function's execution role, as Lambda's does, so IAM applies to it.
+    ``endpoint=None`` keeps boto3's own AWS endpoints: the handler tests provision the templates into
+    moto's in-process ``mock_aws``, which answers those."""
     import boto3
     from botocore.config import Config
 
-    return boto3.client(
+    return boto3.client(  # type: ignore[call-overload]  # the service is a parameter
         service,
         endpoint_url=endpoint,
         region_name=REGION,

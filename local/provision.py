@@ -15,6 +15,7 @@ import importlib.machinery
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -282,16 +283,24 @@ def _foreign_native_code(directory: Path) -> str | None:
 
 
 class Provisioner:
-    def __init__(self, endpoint: str, cdk_out: Path) -> None:
+    """Provisions into the emulator at ``endpoint``. The handler tests provision the same templates
+    into moto's in-process ``mock_aws`` instead (tests/handlers/stack_world.py): ``endpoint=None``
+    (boto3's own AWS endpoints, which ``mock_aws`` answers), and ``clients`` to reuse one boto3 client
+    per service across their many short-lived worlds."""
+
+    def __init__(
+        self, endpoint: str | None, cdk_out: Path, *, clients: Callable[[str], Any] | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.cdk_out = cdk_out
-        self.sqs = client("sqs", endpoint)
-        self.sns = client("sns", endpoint)
-        self.ddb = client("dynamodb", endpoint)
-        self.s3 = client("s3", endpoint)
-        self.events = client("events", endpoint)
-        self.secretsmanager = client("secretsmanager", endpoint)
-        self.scheduler = client("scheduler", endpoint)
+        make = clients or (lambda service: client(service, endpoint))
+        self.sqs = make("sqs")
+        self.sns = make("sns")
+        self.ddb = make("dynamodb")
+        self.s3 = make("s3")
+        self.events = make("events")
+        self.secretsmanager = make("secretsmanager")
+        self.scheduler = make("scheduler")
         self.topology = Topology()
         self.exports: dict[str, Any] = {}
         self.layers: dict[str, Path | None] = {}  # layer version arn -> python dir (None: unusable)

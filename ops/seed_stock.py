@@ -164,7 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        client = boto3.client("dynamodb", endpoint_url=args.endpoint_url, **_connection(args))
+        # (the stubs cannot type the **connection keywords)
+        client = boto3.client(  # type: ignore[call-overload]
+            "dynamodb", endpoint_url=args.endpoint_url, **_connection(args)
+        )
         changes = seed_stock(levels, table=args.table, ddb_client=client, dry_run=args.dry_run)
     except (BotoCoreError, ClientError) as exc:
         print(f"error: could not seed {args.table}: {exc}", file=sys.stderr)

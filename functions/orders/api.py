@@ -11,12 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 
 from orders.intake import (
     IdempotencyKeyMismatch,
@@ -28,34 +23,21 @@ from orders.intake import (
     place_order,
 )
 from orders.models import ErrorResponse, FieldError, OrderRequest, OrderView
-from orders.runtime import runtime
+from orders.settings import API
+from orders.wiring import wiring
 from relay import api
-from relay.errors import TransientError
 from relay.observability import logger as relay_logger
 
 logger = relay_logger()
+_wiring = wiring.checked(API)
 app = APIGatewayHttpResolver(enable_validation=True)
 api.answer_unmatched_paths(app)
+errors = api.ErrorAnswers(app, model=ErrorResponse, field_model=FieldError, not_done="nothing was stored")
 
 _JSON = "application/json"
 # An order is a few hundred bytes; anything this large is not one (checked before parsing).
 MAX_BODY_BYTES = 64 * 1024
 _ORDER_ID = Path(alias="orderId", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
-
-
-def _error(
-    status: int,
-    error: str,
-    message: str,
-    fields: list[FieldError] | None = None,
-    headers: dict[str, str] | None = None,
-) -> Response[dict[str, Any]]:
-    body = ErrorResponse(error=error, message=message, fields=fields).to_json_dict()
-    return Response(status_code=status, content_type=_JSON, body=body, headers=headers)
-
-
-def _doc(description: str, model: type[BaseModel] = ErrorResponse) -> OpenAPIResponse:
-    return {"description": description, "content": {_JSON: {"model": model}}}
 
 
 def _order(status: int, view: OrderView, headers: dict[str, str] | None = None) -> Response[dict[str, Any]]:
@@ -71,36 +53,22 @@ def _order(status: int, view: OrderView, headers: dict[str, str] | None = None) 
         "the same key and body return the same order (200 on a replay)."
     ),
     responses={
-        201: _doc("Created; the order is at the Location header", OrderView),
-        200: _doc("Replay of an earlier request with the same Idempotency-Key and body", OrderView),
-        400: _doc("Invalid request: field-level errors (field `body` when it is not JSON), nothing stored"),
-        413: _doc("Body larger than 64 KiB"),
-        415: _doc("Body that is not application/json (UTF-8)"),
-        422: _doc("Idempotency-Key already used with a different body"),
-        503: _doc("A dependency is unavailable; retry (with the same Idempotency-Key)"),
+        201: errors.doc("Created; the order is at the Location header", OrderView),
+        200: errors.doc("Replay of an earlier request with the same Idempotency-Key and body", OrderView),
+        **errors.body_docs(too_large="Body larger than 64 KiB"),
+        **errors.keyed_docs(),
     },
     tags=["orders"],
 )
 def create_order(
     request: Annotated[OrderRequest, Body(embed=False)],
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            min_length=1,
-            max_length=255,
-            pattern=r"^[\x21-\x7e]+$",
-            description="Client-chosen key (printable ASCII, at most 255 characters) that makes retries safe",
-        ),
-    ] = None,
+    idempotency_key: Annotated[str | None, api.idempotency_key_header()] = None,
 ) -> Response[dict[str, Any]]:
-    rt = runtime()
-    event = app.current_event
-    correlation_id = event.headers.get("x-correlation-id") or event.request_context.request_id
+    rt = _wiring()
     placed = place_order(
         request,
         idempotency_key=idempotency_key,
-        correlation_id=correlation_id,
+        correlation_id=api.correlation_id(app),
         store=rt.orders,
         key_ttl_days=rt.settings.request_key_ttl_days,
     )
@@ -116,16 +84,16 @@ def create_order(
     "/orders/<orderId>",
     summary="An order and its status history",
     responses={
-        200: _doc("The order", OrderView),
-        400: _doc("Invalid order id"),
-        404: _doc("No order with this id"),
+        200: errors.doc("The order", OrderView),
+        400: errors.doc("Invalid order id"),
+        404: errors.doc("No order with this id"),
     },
     tags=["orders"],
 )
 def get_order(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
-    view = describe_order(runtime().orders, order_id)
+    view = describe_order(_wiring().orders, order_id)
     if view is None:
-        return _error(404, "OrderNotFound", f"no order {order_id}")
+        return errors.response(404, "OrderNotFound", f"no order {order_id}")
     return _order(200, view)
 
 
@@ -137,58 +105,32 @@ def get_order(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
         "asynchronously (OrderCancelled). Cancelling an already cancelled order returns it unchanged."
     ),
     responses={
-        200: _doc("The cancelled order", OrderView),
-        400: _doc("Invalid order id, or a body that is not JSON (none is needed)"),
-        404: _doc("No order with this id"),
-        409: _doc("The order can no longer be cancelled (PAID or REJECTED); the message says why"),
-        413: _doc("Body larger than 64 KiB (none is needed)"),
-        415: _doc("Body that is not application/json (none is needed)"),
-        503: _doc("A dependency is unavailable, or the order kept changing; retry"),
+        200: errors.doc("The cancelled order", OrderView),
+        400: errors.doc("Invalid order id, or a body that is not JSON (none is needed)"),
+        404: errors.doc("No order with this id"),
+        409: errors.doc("The order can no longer be cancelled (PAID or REJECTED); the message says why"),
+        413: errors.doc("Body larger than 64 KiB (none is needed)"),
+        415: errors.doc("Body that is not application/json (none is needed)"),
+        503: errors.doc("A dependency is unavailable, or the order kept changing; retry"),
     },
     tags=["orders"],
 )
 def cancel(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
-    cancelled = cancel_order(runtime().orders, order_id)
+    cancelled = cancel_order(_wiring().orders, order_id)
     logger.info("order cancelled", extra={"order_id": order_id, "already": cancelled.already})
     return _order(200, order_view(cancelled.order))
 
 
-@app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
-def _invalid_request(exc: RequestValidationError) -> Response[Any]:
-    # ("body", "items", 0, "quantity") -> "items.0.quantity"; ("header", ...) stays qualified.
-    pairs = api.field_errors(exc.errors())
-    fields = [FieldError(field=field, message=message) for field, message in pairs]
-    return _error(400, "ValidationError", "the request is invalid; nothing was stored", fields)
+errors.answer(IdempotencyKeyMismatch, 422, "IdempotencyKeyMismatch")
 
 
-@app.exception_handler(IdempotencyKeyMismatch)  # type: ignore[untyped-decorator]
-def _key_mismatch(exc: IdempotencyKeyMismatch) -> Response[Any]:
-    return _error(422, "IdempotencyKeyMismatch", str(exc))
+errors.answer(OrderNotFound, 404, "OrderNotFound")
 
 
-@app.exception_handler(OrderNotFound)  # type: ignore[untyped-decorator]
-def _not_found(exc: OrderNotFound) -> Response[Any]:
-    return _error(404, "OrderNotFound", str(exc))
+errors.answer(NotCancellable, 409, "OrderNotCancellable")
 
 
-@app.exception_handler(NotCancellable)  # type: ignore[untyped-decorator]
-def _not_cancellable(exc: NotCancellable) -> Response[Any]:
-    return _error(409, "OrderNotCancellable", str(exc))
-
-
-@app.exception_handler(TransientError)  # type: ignore[untyped-decorator]
-def _unavailable(exc: TransientError) -> Response[Any]:
-    logger.warning("dependency unavailable", extra={"error": str(exc)})
-    return _error(
-        503, "ServiceUnavailable", "a dependency is unavailable; retry later", headers={"Retry-After": "1"}
-    )
-
-
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    # The body is screened before the resolver parses it: size first (a huge body must not cost a
-    # parse), then Content-Type, base64, UTF-8 and JSON limits, each a 4xx (relay.api).
-    return api.resolve(app, event, context, max_body_bytes=MAX_BODY_BYTES)
+handler = api.lambda_handler(app, max_body_bytes=lambda: MAX_BODY_BYTES)
 
 
 def openapi_document() -> str:

@@ -4,24 +4,12 @@ Domain: ``orders.steps.handle_inventory_event``."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from orders.runtime import runtime
+from orders.settings import INVENTORY
 from orders.steps import handle_inventory_event
-from relay.consumer import RecordContext, consume
-from relay.envelope import Envelope
-from relay.observability import logger as relay_logger
+from orders.wiring import wiring
+from relay.consumer import queue_handler
 
-logger = relay_logger()
-
-
-@logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    rt = runtime()
-
-    def handle(envelope: Envelope, _ctx: RecordContext) -> None:
-        handle_inventory_event(envelope, rt.orders, rt.inventory)
-
-    return consume(event, context, handle, settings=rt.consumer_settings, sqs_client=rt.sqs)
+handler = queue_handler(
+    wiring.checked(INVENTORY),
+    lambda w, envelope, _ctx: handle_inventory_event(envelope, w.orders, w.inventory),
+)

@@ -8,24 +8,12 @@ publish, so a crash in between publishes it again: every consumer dedupes on the
 
 from __future__ import annotations
 
-from typing import Any
+from orders.settings import OUTBOX_PUBLISHER
+from orders.wiring import wiring
+from relay.outbox import outbox_handler
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from orders.runtime import runtime
-from relay.observability import logger as relay_logger
-from relay.outbox import publish_outbox_batch
-
-logger = relay_logger()
-
-
-@logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    rt = runtime()
-    return publish_outbox_batch(
-        event,
-        topic_arn=rt.settings.require("events_topic_arn"),
-        sns_client=rt.sns,
-        ddb_client=rt.ddb,
-        table_name=rt.settings.require("orders_table"),
-    )
+handler = outbox_handler(
+    wiring.checked(OUTBOX_PUBLISHER),
+    topic_arn=lambda w: w.settings.require("events_topic_arn"),
+    table_name=lambda w: w.settings.require("orders_table"),
+)

@@ -4,24 +4,9 @@ Domain: ``orders.steps.mark_paid``."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from orders.runtime import runtime
+from orders.settings import PAID_ORDERS
 from orders.steps import mark_paid
-from relay.consumer import RecordContext, consume
-from relay.envelope import Envelope
-from relay.observability import logger as relay_logger
+from orders.wiring import wiring
+from relay.consumer import queue_handler
 
-logger = relay_logger()
-
-
-@logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    rt = runtime()
-
-    def handle(envelope: Envelope, _ctx: RecordContext) -> None:
-        mark_paid(envelope, rt.orders)
-
-    return consume(event, context, handle, settings=rt.consumer_settings, sqs_client=rt.sqs)
+handler = queue_handler(wiring.checked(PAID_ORDERS), lambda w, envelope, _ctx: mark_paid(envelope, w.orders))

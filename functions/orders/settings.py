@@ -1,19 +1,14 @@
-"""The orders functions' configuration: read from the environment once, validated.
-
-Each function gets only the variables its own work needs (the notifier has no orders table, the
-analytics writer only its bucket), so everything not every function needs is optional here and asked
-for with ``settings.require("...")``, which names the missing variable instead of failing with a
-KeyError somewhere deep in a call.
+"""The orders functions' settings and, per function, the ones it needs (``relay.settings``: the stack
+and the function read the same declaration); the webhook URL comes from the stage config.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from relay.settings import FunctionSettings, http_url
+from relay.settings import FunctionEnvironment, FunctionSettings, http_url
 
 # One DynamoDB transaction holds at most 100 items. Reserving an order writes the processed-event
 # marker, the order, the reservation record and one item per SKU (and a rejection an outbox row):
@@ -24,20 +19,9 @@ MAX_SKUS_PER_TRANSACTION = TRANSACTION_ITEM_LIMIT - 4
 # would reject orders the checked-in document accepts). Well inside one reservation transaction.
 MAX_ORDER_ITEMS = 25
 
-_ENV_NAMES = {
-    "orders_table": "ORDERS_TABLE",
-    "inventory_table": "INVENTORY_TABLE",
-    "idempotency_table": "IDEMPOTENCY_TABLE",
-    "events_topic_arn": "EVENTS_TOPIC_ARN",
-    "notify_webhook_url": "NOTIFY_WEBHOOK_URL",
-    "http_timeout_seconds": "HTTP_TIMEOUT_SECONDS",
-    "analytics_bucket": "ANALYTICS_BUCKET",
-}
-
 
 class Settings(FunctionSettings):
     SERVICE: ClassVar[str] = "orders"
-    ENV_NAMES: ClassVar[dict[str, str]] = _ENV_NAMES
 
     orders_table: str | None = None
     inventory_table: str | None = None
@@ -55,7 +39,21 @@ class Settings(FunctionSettings):
         return http_url(value, example="https://notify.example.com/orders", strip_slash=False)
 
 
-@functools.cache
-def get_settings() -> Settings:
-    """The settings of this process, read on first use (tests call ``runtime.reset_runtime()``)."""
-    return Settings.from_env()
+# What each function needs (the stack sets exactly these; the function checks them at cold start).
+API = FunctionEnvironment(
+    Settings, "api", required=("orders_table", "idempotency_table"), optional=("request_key_ttl_days",)
+)
+OUTBOX_PUBLISHER = FunctionEnvironment(
+    Settings, "outbox-publisher", required=("orders_table", "events_topic_arn")
+)
+INVENTORY = FunctionEnvironment(
+    Settings, "inventory", required=("orders_table", "inventory_table", "idempotency_table")
+)
+NOTIFIER = FunctionEnvironment(
+    Settings,
+    "notifier",
+    required=("idempotency_table", "notify_webhook_url"),
+    optional=("http_timeout_seconds",),
+)
+ANALYTICS = FunctionEnvironment(Settings, "analytics", required=("analytics_bucket",))
+PAID_ORDERS = FunctionEnvironment(Settings, "paid-orders", required=("orders_table", "idempotency_table"))

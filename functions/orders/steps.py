@@ -41,9 +41,9 @@ from orders.subscriptions import (
     ORDER_REJECTED,
     PAYMENT_COMPLETED,
 )
-from relay.envelope import Envelope, canonical_payload_sha256
-from relay.errors import DependencyUnavailable, InvalidInput, PayloadConflict, PermanentError
-from relay.idempotency import BusinessWrite, CommitResult, commit_once
+from relay.envelope import Envelope
+from relay.errors import DependencyUnavailable, InvalidInput, PermanentError
+from relay.idempotency import BusinessWrite, CommitResult
 from relay.observability import logger, record_metric
 from relay.state_machine import explain_stale
 
@@ -88,28 +88,6 @@ def _order_id(envelope: Envelope) -> str:
     return order_id
 
 
-def _already_processed(envelope: Envelope, orders: OrderStore) -> bool:
-    """Early exit for a redelivery. It compares the payload hash the marker recorded, so a conflicting
-    replay (same eventId, other content) is caught here too -- the transaction would catch it, but an
-    early exit that only looked for the marker would acknowledge it as a plain duplicate."""
-    stored = orders.processed_sha256(envelope)
-    if stored is None:
-        return False
-    received = canonical_payload_sha256(envelope)
-    if stored and stored != received:
-        record_metric("PayloadConflict", event_type=envelope.event_type)
-        logger().error(
-            "payload conflict",
-            extra={"event_id": envelope.event_id, "stored_sha256": stored, "received_sha256": received},
-        )
-        raise PayloadConflict(
-            f"event {envelope.event_id} was already processed with a different payload "
-            f"(sha256 {stored[:12]}… stored, {received[:12]}… received); not applied. "
-            "Investigate the producer."
-        )
-    return True
-
-
 def _skip(envelope: Envelope, order_id: str | None, why: str, *, duplicate: bool = True) -> None:
     if duplicate:
         record_metric("Duplicate", event_type=envelope.event_type)
@@ -152,7 +130,7 @@ def _already(what: str) -> Callable[[dict[str, Any] | None], Exception]:
 
 
 def _commit(envelope: Envelope, writes: list[BusinessWrite], orders: OrderStore) -> CommitResult:
-    return commit_once(envelope, writes, table_name=orders.idempotency_table, ddb_client=orders.ddb)
+    return orders.commit_once(envelope, writes)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -200,7 +178,7 @@ def reserve_stock(
     REJECTED + OrderRejected (with the marker) instead."""
     order_id = _order_id(envelope)
     lines = lines_of(envelope)
-    if _already_processed(envelope, orders):
+    if orders.already_processed(envelope):
         _skip(envelope, order_id, "event already processed")
         return
     if inventory.get_reservation(order_id) is not None:
@@ -310,7 +288,7 @@ def release_stock(
     """OrderCancelled -> give back exactly what the reservation took, once (marker, reservation
     RESERVED -> RELEASED, one increment per SKU, and a check that the order IS cancelled)."""
     order_id = _order_id(envelope)
-    if _already_processed(envelope, orders):
+    if orders.already_processed(envelope):
         _skip(envelope, order_id, "event already processed")
         return
     reservation = inventory.get_reservation(order_id)
@@ -378,7 +356,7 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = 
     operation_id = envelope.ids.get("operationId")
     if not operation_id:
         raise InvalidInput(f"event {envelope.event_id} (PaymentCompleted) has no ids.operationId")
-    if _already_processed(envelope, orders):
+    if orders.already_processed(envelope):
         _skip(envelope, order_id, "event already processed")
         return
 

@@ -27,22 +27,24 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orders.orders import HistoryEntry, Order, OrderLine, Rejection, Status, TransitionPlan
+from relay.entity_store import EntityStore
 from relay.envelope import Envelope
 from relay.expressions import Condition, Update
 from relay.idempotency import (
     BusinessWrite,
     OnConditionFailed,
-    apply_writes,
     deserialize_item,
-    marker_id,
     put,
     serialize_item,
 )
-from relay.outbox import outbox_write
-from relay.request_keys import Binding, RequestKeys
+from relay.request_keys import Binding
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
 from relay.state_machine import state_of, status_check, transition_write, unchanged_check
 
 ORDER_SK = "ORDER"
@@ -136,48 +138,21 @@ def _to_attribute(value: Any) -> Any:
 _ATTRIBUTES = {"rejection": "rejection", "payment_operation_id": "paymentOperationId"}
 
 
-class OrderStore:
+class OrderStore(EntityStore):
     """Orders, their outbox rows and orphan payments; client Idempotency-Keys; event markers."""
 
-    def __init__(self, *, orders_table: str, idempotency_table: str, ddb_client: Any) -> None:
-        self.orders_table = orders_table
-        self.idempotency_table = idempotency_table
-        self.ddb = ddb_client
-        self.request_keys = RequestKeys(
-            table_name=idempotency_table,
-            ddb_client=ddb_client,
-            entity="order",
-            id_attribute="orderId",
-            retry_hint="a new order",
-        )
+    ENTITY = "order"
+    ID_ATTRIBUTE = "orderId"
+    NEW_ONE = "a new order"
+
+    def __init__(self, *, orders_table: str, idempotency_table: str, ddb_client: DynamoDBClient) -> None:
+        super().__init__(table_name=orders_table, idempotency_table=idempotency_table, ddb_client=ddb_client)
 
     # reads ---------------------------------------------------------------------------------------
 
     def get_order(self, order_id: str) -> Order | None:
-        response = self.ddb.get_item(
-            TableName=self.orders_table,
-            Key=serialize_item(order_key(order_id)),
-            # The consumers and the cancel decide from this state: a stale read would only cost a
-            # failed conditional write, but consistent reads make that rare.
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
-        return order_from_item(deserialize_item(item)) if item else None
-
-    def processed_sha256(self, envelope: Envelope) -> str | None:
-        """The payload hash recorded by the kernel's processed-event marker of this event, or None when
-        it was not processed. For a cheap early exit only: correctness comes from the marker being
-        written in the same transaction as the effect."""
-        response = self.ddb.get_item(
-            TableName=self.idempotency_table,
-            Key={"id": {"S": marker_id(envelope.event_id)}},
-            ConsistentRead=True,
-            ProjectionExpression="id, payloadSha256",
-        )
-        item = response.get("Item")
-        if not item:
-            return None
-        return str(deserialize_item(item).get("payloadSha256", ""))
+        item = self.read(order_key(order_id))
+        return order_from_item(item) if item else None
 
     # writes --------------------------------------------------------------------------------------
 
@@ -200,21 +175,21 @@ class OrderStore:
         }
         self.apply(
             [
-                put(self.orders_table, item, "attribute_not_exists(pk)"),
+                put(self.table_name, item, "attribute_not_exists(pk)"),
                 self.outbox_write(order.order_id, event),
                 *bind(order.order_id),
             ]
         )
 
     def outbox_write(self, order_id: str, event: Envelope) -> BusinessWrite:
-        return outbox_write(event, table_name=self.orders_table, key=outbox_key(order_id, event))
+        return self.outbox_row(event, outbox_key(order_id, event))
 
     def transition_write(
         self, plan: TransitionPlan, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
         """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``)."""
         return transition_write(
-            self.orders_table,
+            self.table_name,
             order_key(plan.entity_id),
             plan,
             history_attribute="history",
@@ -227,7 +202,7 @@ class OrderStore:
     def unchanged_write(self, order: Order, *, on_condition_failed: OnConditionFailed) -> BusinessWrite:
         """A ConditionCheck that the order is still in the state and version that were read."""
         return unchanged_check(
-            self.orders_table,
+            self.table_name,
             order_key(order.order_id),
             str(order.status),
             order.version,
@@ -239,7 +214,7 @@ class OrderStore:
     ) -> BusinessWrite:
         """A ConditionCheck that the order is in ``status`` (no write)."""
         return status_check(
-            self.orders_table, order_key(order_id), str(status), on_condition_failed=on_condition_failed
+            self.table_name, order_key(order_id), str(status), on_condition_failed=on_condition_failed
         )
 
     def orphan_payment_write(
@@ -265,13 +240,7 @@ class OrderStore:
         }
         if order_status is not None:
             item["orderStatus"] = str(order_status)
-        return put(
-            self.orders_table, item, "attribute_not_exists(pk)", on_condition_failed=on_condition_failed
-        )
-
-    def apply(self, writes: Sequence[BusinessWrite]) -> None:
-        """One transaction without a processed-event marker (the API's cancel)."""
-        apply_writes(writes, ddb_client=self.ddb)
+        return put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=on_condition_failed)
 
 
 class InventoryStore:

@@ -11,40 +11,22 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 
 from payments.intake import IdempotencyKeyMismatch, accept_payment, describe_operation
 from payments.models import ErrorResponse, FieldError, OperationAccepted, OperationView, PaymentRequest
-from payments.runtime import runtime
+from payments.settings import API
+from payments.wiring import wiring
 from relay import api
-from relay.errors import TransientError
 from relay.observability import logger as relay_logger
 
 logger = relay_logger()
+_wiring = wiring.checked(API)
 app = APIGatewayHttpResolver(enable_validation=True)
 api.answer_unmatched_paths(app)
+errors = api.ErrorAnswers(app, model=ErrorResponse, field_model=FieldError, not_done="nothing was stored")
 
 _JSON = "application/json"
-
-
-def _error(
-    status: int,
-    error: str,
-    message: str,
-    fields: list[FieldError] | None = None,
-    headers: dict[str, str] | None = None,
-) -> Response[dict[str, Any]]:
-    body = ErrorResponse(error=error, message=message, fields=fields).to_json_dict()
-    return Response(status_code=status, content_type=_JSON, body=body, headers=headers)
-
-
-def _doc(description: str, model: type[BaseModel] = ErrorResponse) -> OpenAPIResponse:
-    return {"description": description, "content": {_JSON: {"model": model}}}
 
 
 @app.post(
@@ -55,35 +37,21 @@ def _doc(description: str, model: type[BaseModel] = ErrorResponse) -> OpenAPIRes
         "An Idempotency-Key makes retries safe: the same key and body return the same operation."
     ),
     responses={
-        202: _doc("Accepted; processing continues asynchronously", OperationAccepted),
-        400: _doc("Invalid request: field-level errors (field `body` when it is not JSON), nothing stored"),
-        413: _doc("Body larger than the configured maximum"),
-        415: _doc("Body that is not application/json (UTF-8)"),
-        422: _doc("Idempotency-Key already used with a different body"),
-        503: _doc("A dependency is unavailable; retry (with the same Idempotency-Key)"),
+        202: errors.doc("Accepted; processing continues asynchronously", OperationAccepted),
+        **errors.body_docs(too_large="Body larger than the configured maximum"),
+        **errors.keyed_docs(),
     },
     tags=["payments"],
 )
 def create_payment(
     request: Annotated[PaymentRequest, Body(embed=False)],
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="Idempotency-Key",
-            min_length=1,
-            max_length=255,
-            pattern=r"^[\x21-\x7e]+$",
-            description="Client-chosen key (printable ASCII, at most 255 characters) that makes retries safe",
-        ),
-    ] = None,
+    idempotency_key: Annotated[str | None, api.idempotency_key_header()] = None,
 ) -> Response[dict[str, Any]]:
-    rt = runtime()
-    event = app.current_event
-    correlation_id = event.headers.get("x-correlation-id") or event.request_context.request_id
+    rt = _wiring()
     accepted = accept_payment(
         request,
         idempotency_key=idempotency_key,
-        correlation_id=correlation_id,
+        correlation_id=api.correlation_id(app),
         store=rt.store,
         s3_client=rt.s3,
         bucket=rt.bucket,
@@ -105,47 +73,25 @@ def create_payment(
     "/operations/<operationId>",
     summary="Status of an operation",
     responses={
-        200: _doc("The operation", OperationView),
-        400: _doc("Invalid operation id"),
-        404: _doc("No operation with this id"),
+        200: errors.doc("The operation", OperationView),
+        400: errors.doc("Invalid operation id"),
+        404: errors.doc("No operation with this id"),
     },
     tags=["operations"],
 )
 def get_operation(
     operation_id: Annotated[str, Path(alias="operationId", min_length=1, max_length=64)],
 ) -> Response[dict[str, Any]]:
-    view = describe_operation(runtime().store, operation_id)
+    view = describe_operation(_wiring().store, operation_id)
     if view is None:
-        return _error(404, "OperationNotFound", f"no operation {operation_id}")
+        return errors.response(404, "OperationNotFound", f"no operation {operation_id}")
     return Response(status_code=200, content_type=_JSON, body=view.to_json_dict())
 
 
-@app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
-def _invalid_request(exc: RequestValidationError) -> Response[Any]:
-    # ("body", "amount") -> "amount"; ("header", "idempotency-key") stays qualified.
-    pairs = api.field_errors(exc.errors())
-    fields = [FieldError(field=field, message=message) for field, message in pairs]
-    return _error(400, "ValidationError", "the request is invalid; nothing was stored", fields)
+errors.answer(IdempotencyKeyMismatch, 422, "IdempotencyKeyMismatch")
 
 
-@app.exception_handler(IdempotencyKeyMismatch)  # type: ignore[untyped-decorator]
-def _key_mismatch(exc: IdempotencyKeyMismatch) -> Response[Any]:
-    return _error(422, "IdempotencyKeyMismatch", str(exc))
-
-
-@app.exception_handler(TransientError)  # type: ignore[untyped-decorator]
-def _unavailable(exc: TransientError) -> Response[Any]:
-    logger.warning("dependency unavailable", extra={"error": str(exc)})
-    return _error(
-        503, "ServiceUnavailable", "a dependency is unavailable; retry later", headers={"Retry-After": "1"}
-    )
-
-
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    # The body is screened before the resolver parses it: size first (a huge body must not cost a
-    # parse), then Content-Type, base64, UTF-8 and JSON limits, each a 4xx (relay.api).
-    return api.resolve(app, event, context, max_body_bytes=runtime().settings.max_body_bytes)
+handler = api.lambda_handler(app, max_body_bytes=lambda: _wiring().settings.max_body_bytes)
 
 
 def openapi_document() -> str:

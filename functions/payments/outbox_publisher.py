@@ -22,24 +22,12 @@ delivery is the better choice for high-volume analytics-style consumers (orders 
 
 from __future__ import annotations
 
-from typing import Any
+from payments.settings import OUTBOX_PUBLISHER
+from payments.wiring import wiring
+from relay.outbox import outbox_handler
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from payments.runtime import runtime
-from relay.observability import logger as relay_logger
-from relay.outbox import publish_outbox_batch
-
-logger = relay_logger()
-
-
-@logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    rt = runtime()
-    return publish_outbox_batch(
-        event,
-        topic_arn=rt.settings.require("events_topic_arn"),
-        sns_client=rt.sns,
-        ddb_client=rt.ddb,
-        table_name=rt.settings.require("operations_table"),
-    )
+handler = outbox_handler(
+    wiring.checked(OUTBOX_PUBLISHER),
+    topic_arn=lambda w: w.settings.require("events_topic_arn"),
+    table_name=lambda w: w.settings.require("operations_table"),
+)

@@ -3,24 +3,11 @@ PaymentStatusCheckDue messages) -> legacy payment system. Domain: ``payments.ste
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from payments.runtime import runtime
+from payments.settings import PAYMENT_WORKER
 from payments.steps import process_payment
-from relay.consumer import RecordContext, consume
-from relay.envelope import Envelope
-from relay.observability import logger as relay_logger
+from payments.wiring import wiring
+from relay.consumer import queue_handler
 
-logger = relay_logger()
-
-
-@logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    rt = runtime()
-
-    def handle(envelope: Envelope, ctx: RecordContext) -> None:
-        process_payment(envelope, ctx, rt)
-
-    return consume(event, context, handle, settings=rt.consumer_settings, sqs_client=rt.sqs)
+handler = queue_handler(
+    wiring.checked(PAYMENT_WORKER), lambda w, envelope, ctx: process_payment(envelope, ctx, w)
+)

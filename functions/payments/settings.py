@@ -1,42 +1,22 @@
-"""The payments functions' configuration: read from the environment once, validated.
-
-Each function gets only the variables its own work needs (the API has no legacy URL, the payment
-worker no topic), so everything that not every function needs is optional here and asked for with
-``settings.require("...")``, which fails with a message naming the variable instead of a KeyError
-somewhere deep in a call.
+"""The payments functions' settings and, per function, the ones it needs (``relay.settings``: the stack
+and the function read the same declaration); the legacy payment system and invoice API base URLs
+come from the stage config.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from relay.settings import FunctionSettings, http_url
+from relay.settings import FunctionEnvironment, FunctionSettings, http_url
 
 # SQS DelaySeconds accepts at most 900 seconds; a longer wait is a chain of delayed checks.
 MAX_SQS_DELAY_SECONDS = 900
 
-_ENV_NAMES = {
-    "operations_table": "OPERATIONS_TABLE",
-    "idempotency_table": "IDEMPOTENCY_TABLE",
-    "payments_bucket": "PAYMENTS_BUCKET",
-    "events_topic_arn": "EVENTS_TOPIC_ARN",
-    "legacy_payments_url": "LEGACY_PAYMENTS_URL",
-    "invoice_api_url": "INVOICE_API_URL",
-    "legacy_timeout_seconds": "LEGACY_TIMEOUT_SECONDS",
-    "payment_max_age_seconds": "PAYMENT_MAX_AGE_SECONDS",
-    "payment_check_base_delay_seconds": "PAYMENT_CHECK_BASE_DELAY_SECONDS",
-    "max_body_bytes": "MAX_BODY_BYTES",
-    "terminal_ttl_days": "TERMINAL_TTL_DAYS",
-    "failed_ttl_days": "FAILED_TTL_DAYS",
-}
-
 
 class Settings(FunctionSettings):
     SERVICE: ClassVar[str] = "payments"
-    ENV_NAMES: ClassVar[dict[str, str]] = _ENV_NAMES
 
     operations_table: str | None = None
     idempotency_table: str | None = None
@@ -57,7 +37,37 @@ class Settings(FunctionSettings):
         return http_url(value, example="https://legacy.example.com")
 
 
-@functools.cache
-def get_settings() -> Settings:
-    """The settings of this process, read on first use (tests call ``get_settings.cache_clear()``)."""
-    return Settings.from_env()
+# What each function needs (the stack sets exactly these; the function checks them at cold start).
+_TTLS = ("terminal_ttl_days", "failed_ttl_days")
+API = FunctionEnvironment(
+    Settings,
+    "api",
+    required=("operations_table", "idempotency_table", "payments_bucket"),
+    optional=("max_body_bytes", *_TTLS),
+)
+OUTBOX_PUBLISHER = FunctionEnvironment(
+    Settings, "outbox-publisher", required=("operations_table", "events_topic_arn")
+)
+PAYMENT_WORKER = FunctionEnvironment(
+    Settings,
+    "payment-worker",
+    required=("operations_table", "idempotency_table", "payments_bucket", "legacy_payments_url"),
+    optional=(
+        *_TTLS,
+        "legacy_timeout_seconds",
+        "payment_max_age_seconds",
+        "payment_check_base_delay_seconds",
+    ),
+)
+POST_PROCESSOR = FunctionEnvironment(
+    Settings,
+    "post-processor",
+    required=("operations_table", "idempotency_table", "payments_bucket"),
+    optional=_TTLS,
+)
+INVOICE_WORKER = FunctionEnvironment(
+    Settings,
+    "invoice-worker",
+    required=("operations_table", "idempotency_table", "payments_bucket", "invoice_api_url"),
+    optional=(*_TTLS, "legacy_timeout_seconds"),
+)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from payments.invoices import invoice_key
 from payments.legacy import LegacyStatus, payment_key
@@ -41,13 +41,17 @@ from relay.backoff import backoff_delay
 from relay.claim_check import get_json, put_json
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
 from relay.errors import InvalidInput, PermanentError
-from relay.idempotency import BusinessWrite, CommitResult, commit_once
+from relay.idempotency import BusinessWrite, CommitResult
 from relay.observability import logger, record_metric
 from relay.side_effects import run_once
 from relay.state_machine import explain_stale
 
 if TYPE_CHECKING:
-    from payments.runtime import Runtime
+    from mypy_boto3_s3 import S3Client
+
+    from payments.invoices import InvoiceApiClient
+    from payments.legacy import LegacyPaymentsClient
+    from payments.store import OperationStore
     from relay.consumer import RecordContext
 
 PAYMENT_REQUESTED = "PaymentRequested"
@@ -71,6 +75,34 @@ POST_PROCESSING_DONE = frozenset({Status.INVOICE_PENDING, Status.COMPLETED})
 INVOICE_DONE = frozenset({Status.COMPLETED})
 
 
+class StepSettings(Protocol):
+    @property
+    def terminal_ttl_days(self) -> int: ...
+    @property
+    def failed_ttl_days(self) -> int: ...
+    @property
+    def payment_max_age_seconds(self) -> int: ...
+    @property
+    def payment_check_base_delay_seconds(self) -> int: ...
+
+
+class StepDeps(Protocol):
+    """What the steps use (``payments.wiring.Wiring`` provides it; tests may pass their own)."""
+
+    @property
+    def settings(self) -> StepSettings: ...
+    @property
+    def store(self) -> OperationStore: ...
+    @property
+    def s3(self) -> S3Client: ...
+    @property
+    def bucket(self) -> str: ...
+    @property
+    def legacy(self) -> LegacyPaymentsClient: ...
+    @property
+    def invoices(self) -> InvoiceApiClient: ...
+
+
 class UnknownOperation(PermanentError):
     """The event names an operation that does not exist (never created, or expired by TTL)."""
 
@@ -92,8 +124,8 @@ def _expect(envelope: Envelope, *event_types: str) -> str:
     return operation_id
 
 
-def _load(rt: Runtime, operation_id: str, envelope: Envelope) -> Operation:
-    operation = rt.store.get_operation(operation_id)
+def _load(deps: StepDeps, operation_id: str, envelope: Envelope) -> Operation:
+    operation = deps.store.get_operation(operation_id)
     if operation is None:
         raise UnknownOperation(
             f"event {envelope.event_id} ({envelope.event_type}) names operation {operation_id}, which does "
@@ -123,14 +155,18 @@ def on_stale(
     return explain_stale(plan, done, elsewhere="illegal")
 
 
-def _advance(rt: Runtime, operation: Operation, target: Status, done: frozenset[Status]) -> Operation | None:
+def _advance(
+    deps: StepDeps, operation: Operation, target: Status, done: frozenset[Status]
+) -> Operation | None:
     """Apply one transition WITHOUT a marker (the step's work is still ahead). Returns the operation
     as it is now, or None if another delivery already finished the step."""
     plan = plan_transition(operation, target)
     try:
-        rt.store.apply([rt.store.transition_write(plan, on_condition_failed=on_stale(plan, done | {target}))])
+        deps.store.apply(
+            [deps.store.transition_write(plan, on_condition_failed=on_stale(plan, done | {target}))]
+        )
     except AlreadyApplied:
-        current = rt.store.get_operation(operation.operation_id)
+        current = deps.store.get_operation(operation.operation_id)
         if current is None or current.status in done:
             return None
         return current  # a concurrent delivery moved it to ``target``: continue from there
@@ -143,9 +179,9 @@ def _advance(rt: Runtime, operation: Operation, target: Status, done: frozenset[
     )
 
 
-def _commit(rt: Runtime, envelope: Envelope, writes: list[BusinessWrite], operation: Operation) -> None:
+def _commit(deps: StepDeps, envelope: Envelope, writes: list[BusinessWrite], operation: Operation) -> None:
     try:
-        result = commit_once(envelope, writes, table_name=rt.store.idempotency_table, ddb_client=rt.store.ddb)
+        result = deps.store.commit_once(envelope, writes)
     except AlreadyApplied as exc:
         _skip(envelope, operation, str(exc))
         return
@@ -179,7 +215,7 @@ def _event(
 
 
 def _fail(
-    rt: Runtime,
+    deps: StepDeps,
     envelope: Envelope,
     operation: Operation,
     code: str,
@@ -191,18 +227,18 @@ def _fail(
         operation,
         Status.FAILED,
         error=OperationError(code, message),
-        ttl_days=rt.settings.failed_ttl_days,
+        ttl_days=deps.settings.failed_ttl_days,
         now=now,
     )
     failed = _event(
         PAYMENT_FAILED, operation, envelope, "payment-failed", payload={"code": code, "reason": message}
     )
     _commit(
-        rt,
+        deps,
         envelope,
         [
-            rt.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
-            rt.store.outbox_write(operation.operation_id, failed),
+            deps.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
+            deps.store.outbox_write(operation.operation_id, failed),
         ],
         operation,
     )
@@ -240,15 +276,15 @@ def legacy_request(operation: Operation, request: Mapping[str, Any]) -> dict[str
 
 
 def process_payment(
-    envelope: Envelope, ctx: RecordContext, rt: Runtime, *, now: datetime | None = None
+    envelope: Envelope, ctx: RecordContext, deps: StepDeps, *, now: datetime | None = None
 ) -> None:
     """PaymentRequested / PaymentStatusCheckDue -> call the legacy system -> PAYMENT_COMPLETED, FAILED,
     or a delayed status check."""
     operation_id = _expect(envelope, PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE)
-    if rt.store.is_processed(envelope):
+    if deps.store.already_processed(envelope):
         _skip(envelope, None, "event already processed")
         return
-    operation = _load(rt, operation_id, envelope)
+    operation = _load(deps, operation_id, envelope)
     if operation.status in PAYMENT_DONE:
         _skip(envelope, operation, "payment step already done")
         return
@@ -259,9 +295,9 @@ def process_payment(
 
     # Read (and verify) the claim check BEFORE changing state: a tampered request is parked while
     # the operation still shows where it stopped.
-    request = get_json(operation.request_ref, s3_client=rt.s3)
+    request = get_json(operation.request_ref, s3_client=deps.s3)
     if operation.status is Status.PENDING:
-        advanced = _advance(rt, operation, Status.PAYMENT_PROCESSING, PAYMENT_DONE)
+        advanced = _advance(deps, operation, Status.PAYMENT_PROCESSING, PAYMENT_DONE)
         if advanced is None:
             _skip(envelope, operation, "payment step finished by a concurrent delivery")
             return
@@ -269,13 +305,13 @@ def process_payment(
 
     # The call may take long: keep the message invisible meanwhile, so no second consumer starts it.
     with ctx.heartbeat():
-        outcome = rt.legacy.submit(
+        outcome = deps.legacy.submit(
             legacy_request(operation, request), idempotency_key=payment_key(operation_id)
         )
 
     if outcome.status is LegacyStatus.COMPLETED:
         result = {**outcome.document, "operationId": operation_id}
-        result_ref = put_json(result, bucket=rt.bucket, key=result_path(operation_id), s3_client=rt.s3)
+        result_ref = put_json(result, bucket=deps.bucket, key=result_path(operation_id), s3_client=deps.s3)
         plan = plan_transition(
             operation,
             Status.PAYMENT_COMPLETED,
@@ -292,11 +328,11 @@ def process_payment(
             ids={"paymentRef": outcome.payment_ref} if outcome.payment_ref else None,
         )
         _commit(
-            rt,
+            deps,
             envelope,
             [
-                rt.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
-                rt.store.outbox_write(operation_id, completed),
+                deps.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
+                deps.store.outbox_write(operation_id, completed),
             ],
             operation,
         )
@@ -305,7 +341,7 @@ def process_payment(
     if outcome.status is LegacyStatus.REJECTED:
         # A business outcome, not a poison message: recorded, announced, acknowledged -- not parked.
         _fail(
-            rt,
+            deps,
             envelope,
             operation,
             "PaymentRejected",
@@ -313,30 +349,30 @@ def process_payment(
         )
         return
 
-    _schedule_check(envelope, ctx, rt, operation, now=now)
+    _schedule_check(envelope, ctx, deps, operation, now=now)
 
 
 def _schedule_check(
-    envelope: Envelope, ctx: RecordContext, rt: Runtime, operation: Operation, *, now: datetime | None
+    envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation, *, now: datetime | None
 ) -> None:
     """ "Accepted, still processing": look again later with a delayed message, not a 15-minute wait."""
     moment = now or datetime.now(UTC)
     accepted_at = parse_iso(operation.payment_accepted_at) if operation.payment_accepted_at else moment
     age = (moment - accepted_at).total_seconds()
-    if age > rt.settings.payment_max_age_seconds:
+    if age > deps.settings.payment_max_age_seconds:
         _fail(
-            rt,
+            deps,
             envelope,
             operation,
             "PaymentTimedOut",
             f"the legacy payment system was still processing {int(age)} s after accepting the payment "
-            f"(maximum {rt.settings.payment_max_age_seconds} s); reconcile with the legacy system",
+            f"(maximum {deps.settings.payment_max_age_seconds} s); reconcile with the legacy system",
             now=now,
         )
         return
     attempt = _attempt(envelope) + 1
     delay = backoff_delay(
-        attempt, base=float(rt.settings.payment_check_base_delay_seconds), cap=float(MAX_SQS_DELAY_SECONDS)
+        attempt, base=float(deps.settings.payment_check_base_delay_seconds), cap=float(MAX_SQS_DELAY_SECONDS)
     )
     delay = min(delay, MAX_SQS_DELAY_SECONDS)
     check = _event(
@@ -355,10 +391,10 @@ def _schedule_check(
         MessageAttributes={"eventType": {"DataType": "String", "StringValue": PAYMENT_STATUS_CHECK_DUE}},
     )
     _commit(
-        rt,
+        deps,
         envelope,
         [
-            rt.store.payment_accepted_write(
+            deps.store.payment_accepted_write(
                 operation.operation_id, now_iso(accepted_at), on_condition_failed=_accepted_stale(operation)
             )
         ],
@@ -416,13 +452,13 @@ def invoice_input(
     return document
 
 
-def post_process(envelope: Envelope, ctx: RecordContext, rt: Runtime) -> None:
+def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps) -> None:
     """PaymentCompleted -> POST_PROCESSING -> invoice input in S3 -> INVOICE_PENDING + InvoiceRequested."""
     operation_id = _expect(envelope, PAYMENT_COMPLETED)
-    if rt.store.is_processed(envelope):
+    if deps.store.already_processed(envelope):
         _skip(envelope, None, "event already processed")
         return
-    operation = _load(rt, operation_id, envelope)
+    operation = _load(deps, operation_id, envelope)
     if operation.status in POST_PROCESSING_DONE:
         _skip(envelope, operation, "post-processing already done")
         return
@@ -434,11 +470,11 @@ def post_process(envelope: Envelope, ctx: RecordContext, rt: Runtime) -> None:
     result_ref = envelope.claim_check or operation.result_ref
     if result_ref is None:
         raise InvalidInput(f"event {envelope.event_id} (PaymentCompleted) carries no result claim check")
-    result = get_json(result_ref, s3_client=rt.s3)
-    request = get_json(operation.request_ref, s3_client=rt.s3)
+    result = get_json(result_ref, s3_client=deps.s3)
+    request = get_json(operation.request_ref, s3_client=deps.s3)
 
     if operation.status is Status.PAYMENT_COMPLETED:
-        advanced = _advance(rt, operation, Status.POST_PROCESSING, POST_PROCESSING_DONE)
+        advanced = _advance(deps, operation, Status.POST_PROCESSING, POST_PROCESSING_DONE)
         if advanced is None:
             _skip(envelope, operation, "post-processing finished by a concurrent delivery")
             return
@@ -446,18 +482,18 @@ def post_process(envelope: Envelope, ctx: RecordContext, rt: Runtime) -> None:
 
     ref = put_json(
         invoice_input(operation, request, result),
-        bucket=rt.bucket,
+        bucket=deps.bucket,
         key=invoice_input_path(operation_id),
-        s3_client=rt.s3,
+        s3_client=deps.s3,
     )
     plan = plan_transition(operation, Status.INVOICE_PENDING, invoice_input_ref=ref)
     requested = _event(INVOICE_REQUESTED, operation, envelope, "invoice-requested", claim_check=ref)
     _commit(
-        rt,
+        deps,
         envelope,
         [
-            rt.store.transition_write(plan, on_condition_failed=on_stale(plan, POST_PROCESSING_DONE)),
-            rt.store.outbox_write(operation_id, requested),
+            deps.store.transition_write(plan, on_condition_failed=on_stale(plan, POST_PROCESSING_DONE)),
+            deps.store.outbox_write(operation_id, requested),
         ],
         operation,
     )
@@ -468,13 +504,13 @@ def post_process(envelope: Envelope, ctx: RecordContext, rt: Runtime) -> None:
 # -------------------------------------------------------------------------------------------------
 
 
-def issue_invoice(envelope: Envelope, ctx: RecordContext, rt: Runtime) -> None:
+def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps) -> None:
     """InvoiceRequested -> invoice API (once) -> COMPLETED + OperationCompleted."""
     operation_id = _expect(envelope, INVOICE_REQUESTED)
-    if rt.store.is_processed(envelope):
+    if deps.store.already_processed(envelope):
         _skip(envelope, None, "event already processed")
         return
-    operation = _load(rt, operation_id, envelope)
+    operation = _load(deps, operation_id, envelope)
     if operation.status in INVOICE_DONE:
         _skip(envelope, operation, "invoice already issued")
         return
@@ -488,18 +524,18 @@ def issue_invoice(envelope: Envelope, ctx: RecordContext, rt: Runtime) -> None:
         raise InvalidInput(
             f"event {envelope.event_id} (InvoiceRequested) carries no invoice-input claim check"
         )
-    document = get_json(ref, s3_client=rt.s3)
+    document = get_json(ref, s3_client=deps.s3)
     issued = run_once(
         "invoice",
         downstream_key=invoice_key(operation_id),
         payload=document,
-        call=lambda key: rt.invoices.issue(document, idempotency_key=key),
-        table_name=rt.store.idempotency_table,
-        ddb_client=rt.store.ddb,
+        call=lambda key: deps.invoices.issue(document, idempotency_key=key),
+        table_name=deps.store.idempotency_table,
+        ddb_client=deps.store.ddb,
     )
     invoice_id = str(issued["invoiceId"])
     plan = plan_transition(
-        operation, Status.COMPLETED, ttl_days=rt.settings.terminal_ttl_days, invoice_id=invoice_id
+        operation, Status.COMPLETED, ttl_days=deps.settings.terminal_ttl_days, invoice_id=invoice_id
     )
     completed = _event(
         OPERATION_COMPLETED,
@@ -509,11 +545,11 @@ def issue_invoice(envelope: Envelope, ctx: RecordContext, rt: Runtime) -> None:
         payload={"invoiceId": invoice_id, "paymentRef": operation.payment_ref},
     )
     _commit(
-        rt,
+        deps,
         envelope,
         [
-            rt.store.transition_write(plan, on_condition_failed=on_stale(plan, INVOICE_DONE)),
-            rt.store.outbox_write(operation_id, completed),
+            deps.store.transition_write(plan, on_condition_failed=on_stale(plan, INVOICE_DONE)),
+            deps.store.outbox_write(operation_id, completed),
         ],
         operation,
     )

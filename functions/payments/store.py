@@ -15,23 +15,23 @@ processed-event markers and Powertools idempotency records:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from payments.operations import Operation, OperationError, Status, Step, TransitionPlan
+from relay.entity_store import EntityStore
 from relay.envelope import ClaimCheckRef, Envelope
 from relay.expressions import Condition, Update
 from relay.idempotency import (
     BusinessWrite,
     OnConditionFailed,
-    apply_writes,
-    deserialize_item,
-    marker_id,
     put,
-    serialize_item,
 )
-from relay.outbox import outbox_write
-from relay.request_keys import Binding, RequestKeys
+from relay.request_keys import Binding
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
 from relay.state_machine import state_of, status_check, transition_write
 
 OPERATION_SK = "OPERATION"
@@ -108,44 +108,23 @@ def operation_from_item(item: Mapping[str, Any]) -> Operation:
     )
 
 
-class OperationStore:
+class OperationStore(EntityStore):
     """Reads and (transactional) writes of operations, outbox rows and client idempotency keys."""
 
-    def __init__(self, *, operations_table: str, idempotency_table: str, ddb_client: Any) -> None:
-        self.operations_table = operations_table
-        self.idempotency_table = idempotency_table
-        self.ddb = ddb_client
-        self.request_keys = RequestKeys(
-            table_name=idempotency_table,
-            ddb_client=ddb_client,
-            entity="operation",
-            id_attribute="operationId",
-            retry_hint="a new payment",
+    ENTITY = "operation"
+    ID_ATTRIBUTE = "operationId"
+    NEW_ONE = "a new payment"
+
+    def __init__(self, *, operations_table: str, idempotency_table: str, ddb_client: DynamoDBClient) -> None:
+        super().__init__(
+            table_name=operations_table, idempotency_table=idempotency_table, ddb_client=ddb_client
         )
 
     # reads ---------------------------------------------------------------------------------------
 
     def get_operation(self, operation_id: str) -> Operation | None:
-        response = self.ddb.get_item(
-            TableName=self.operations_table,
-            Key=serialize_item(operation_key(operation_id)),
-            # The consumers decide what to do from this state: a stale read would only cost a
-            # failed conditional write, but consistent reads make that rare.
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
-        return operation_from_item(deserialize_item(item)) if item else None
-
-    def is_processed(self, envelope: Envelope) -> bool:
-        """Whether the kernel's processed-event marker for this event exists. A cheap early exit for
-        duplicates only: correctness comes from the marker being written in the same transaction."""
-        response = self.ddb.get_item(
-            TableName=self.idempotency_table,
-            Key={"id": {"S": marker_id(envelope.event_id)}},
-            ConsistentRead=True,
-            ProjectionExpression="id",
-        )
-        return bool(response.get("Item"))
+        item = self.read(operation_key(operation_id))
+        return operation_from_item(item) if item else None
 
     # writes --------------------------------------------------------------------------------------
 
@@ -169,21 +148,21 @@ class OperationStore:
             item["orderId"] = operation.order_id
         self.apply(
             [
-                put(self.operations_table, item, "attribute_not_exists(pk)"),
+                put(self.table_name, item, "attribute_not_exists(pk)"),
                 self.outbox_write(operation.operation_id, event),
                 *bind(operation.operation_id),
             ]
         )
 
     def outbox_write(self, operation_id: str, event: Envelope) -> BusinessWrite:
-        return outbox_write(event, table_name=self.operations_table, key=outbox_key(operation_id, event))
+        return self.outbox_row(event, outbox_key(operation_id, event))
 
     def transition_write(
         self, plan: TransitionPlan, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
         """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``)."""
         return transition_write(
-            self.operations_table,
+            self.table_name,
             operation_key(plan.entity_id),
             plan,
             history_attribute="steps",
@@ -202,7 +181,7 @@ class OperationStore:
             Update()
             .set_if_absent("paymentAcceptedAt", at)
             .write(
-                self.operations_table,
+                self.table_name,
                 operation_key(operation_id),
                 condition=Condition().equals(status=str(Status.PAYMENT_PROCESSING)),
                 on_condition_failed=on_condition_failed,
@@ -214,15 +193,11 @@ class OperationStore:
     ) -> BusinessWrite:
         """A ConditionCheck that the operation is still in ``status`` (no write)."""
         return status_check(
-            self.operations_table,
+            self.table_name,
             operation_key(operation_id),
             str(status),
             on_condition_failed=on_condition_failed,
         )
-
-    def apply(self, writes: Sequence[BusinessWrite]) -> None:
-        """One transaction without a processed-event marker (the consumers use commit_once)."""
-        apply_writes(writes, ddb_client=self.ddb)
 
 
 def status_of(item: Mapping[str, Any] | None) -> tuple[Status | None, int | None]:

@@ -1,9 +1,8 @@
 """What a payments function is wired with: settings, AWS clients, the store, the HTTP clients.
 
-Built once per process on first use (not at import, so importing a handler is cheap and tests can
-set the environment first) and passed explicitly into the domain functions. Clients are created
-lazily: the API never builds an SQS or SNS client. Tests start a fresh one with ``reset_runtime()``
-inside ``mock_aws``.
+Built once per process on first use (``relay.wiring``) and passed explicitly into the domain
+functions, which take only what they use (``payments.steps.StepDeps``). Clients are created lazily:
+the API never builds an SQS or SNS client.
 """
 
 from __future__ import annotations
@@ -12,13 +11,13 @@ import functools
 
 from payments.invoices import InvoiceApiClient
 from payments.legacy import LegacyPaymentsClient
-from payments.settings import Settings, get_settings
+from payments.settings import Settings
 from payments.store import OperationStore
 from relay.clients import AwsClients
-from relay.consumer import ConsumerSettings
+from relay.wiring import Wired
 
 
-class Runtime(AwsClients):
+class Wiring(AwsClients):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
@@ -46,19 +45,5 @@ class Runtime(AwsClients):
             self.settings.require("invoice_api_url"), timeout_seconds=self.settings.legacy_timeout_seconds
         )
 
-    @property
-    def consumer_settings(self) -> ConsumerSettings:
-        # Read per invocation (a few dict lookups): RELAY_QUEUE_URL / RELAY_DLQ_URL belong to the
-        # queue consumer that invokes us, not to the payments settings.
-        return ConsumerSettings.from_env()
 
-
-@functools.cache
-def runtime() -> Runtime:
-    return Runtime(get_settings())
-
-
-def reset_runtime() -> None:
-    """Forget settings and clients (tests: after changing the environment or starting a new mock)."""
-    get_settings.cache_clear()
-    runtime.cache_clear()
+wiring = Wired(lambda: Wiring(Settings.from_env()))

@@ -1,33 +1,19 @@
-"""The reports functions' configuration: read from the environment once, validated.
-
-Each function gets only the variables its own work needs (the notifier has no verifications table),
-so everything not every function needs is optional here and asked for with
-``settings.require("...")``, which names the missing variable instead of failing with a KeyError.
+"""The reports functions' settings and, per function, the ones it needs (``relay.settings``: the stack
+and the function read the same declaration); the report API and webhook URLs come from the stage
+config.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from relay.settings import FunctionSettings, http_url
-
-_ENV_NAMES = {
-    "verifications_table": "VERIFICATIONS_TABLE",
-    "idempotency_table": "IDEMPOTENCY_TABLE",
-    "report_api_url": "REPORT_API_URL",
-    "notify_webhook_url": "NOTIFY_WEBHOOK_URL",
-    "verify_max_age_seconds": "VERIFY_MAX_AGE_SECONDS",
-    "http_timeout_seconds": "HTTP_TIMEOUT_SECONDS",
-    "verify_max_bytes": "VERIFY_MAX_BYTES",
-}
+from relay.settings import FunctionEnvironment, FunctionSettings, http_url
 
 
 class Settings(FunctionSettings):
     SERVICE: ClassVar[str] = "reports"
-    ENV_NAMES: ClassVar[dict[str, str]] = _ENV_NAMES
 
     verifications_table: str | None = None
     idempotency_table: str | None = None
@@ -45,7 +31,16 @@ class Settings(FunctionSettings):
         return http_url(value, example="https://reports.example.com")
 
 
-@functools.cache
-def get_settings() -> Settings:
-    """The settings of this process, read on first use (tests call ``reset_runtime()``)."""
-    return Settings.from_env()
+# What each function needs (the stack sets exactly these; the function checks them at cold start).
+VERIFIER = FunctionEnvironment(
+    Settings,
+    "verifier",
+    required=("verifications_table", "idempotency_table", "report_api_url"),
+    optional=("verify_max_age_seconds", "http_timeout_seconds", "verify_max_bytes"),
+)
+NOTIFIER = FunctionEnvironment(
+    Settings,
+    "notifier",
+    required=("idempotency_table", "notify_webhook_url"),
+    optional=("http_timeout_seconds", "report_api_url"),
+)

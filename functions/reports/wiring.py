@@ -1,8 +1,7 @@
 """What a reports function is wired with: settings, AWS clients, the store, the HTTP clients.
 
-Built once per process on first use (not at import, so importing a handler is cheap and tests can
-set the environment first) and passed explicitly into the domain functions. Tests start a fresh one
-with ``reset_runtime()`` inside ``mock_aws``.
+Built once per process on first use (``relay.wiring``) and passed explicitly into the domain
+functions, which take only what they use (``VerificationDeps``, ``NotificationDeps``).
 """
 
 from __future__ import annotations
@@ -10,15 +9,15 @@ from __future__ import annotations
 import functools
 
 from relay.clients import AwsClients
-from relay.consumer import ConsumerSettings
 from relay.http import WebhookClient
+from relay.wiring import Wired
 from reports.notification import WHAT, NotificationDeps
-from reports.settings import Settings, get_settings
+from reports.settings import Settings
 from reports.store import VerificationStore
 from reports.verification import ReportApiClient, VerificationDeps
 
 
-class Runtime(AwsClients):
+class Wiring(AwsClients):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
@@ -50,18 +49,5 @@ class Runtime(AwsClients):
             report_api_url=s.report_api_url,
         )
 
-    @property
-    def consumer_settings(self) -> ConsumerSettings:
-        # Read per invocation: RELAY_QUEUE_URL / RELAY_DLQ_URL belong to the queue consumer.
-        return ConsumerSettings.from_env()
 
-
-@functools.cache
-def runtime() -> Runtime:
-    return Runtime(get_settings())
-
-
-def reset_runtime() -> None:
-    """Forget settings and clients (tests: after changing the environment or starting a new mock)."""
-    get_settings.cache_clear()
-    runtime.cache_clear()
+wiring = Wired(lambda: Wiring(Settings.from_env()))

@@ -13,15 +13,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel
 
 from relay import api
-from relay.errors import TransientError, classify
+from relay.errors import classify
 from relay.observability import logger as relay_logger
 from scores.hours import FIRST_HOUR, HOUR, LAST_HOUR, InstantOutOfRange, hour_start, normalise_hour
 from scores.models import (
@@ -33,32 +28,27 @@ from scores.models import (
     SnapshotHourAhead,
     SnapshotRequest,
 )
-from scores.runtime import runtime
+from scores.settings import API
 from scores.snapshots import enqueue_snapshot
+from scores.wiring import wiring
 
 logger = relay_logger()
+_wiring = wiring.checked(API)
 app = APIGatewayHttpResolver(enable_validation=True)
 api.answer_unmatched_paths(app)
+errors = api.ErrorAnswers(
+    app,
+    model=ErrorResponse,
+    field_model=FieldError,
+    not_done="nothing was enqueued",
+    unqualified=("body", "query", "path"),
+    strip_value_error=True,
+)
 
 _JSON = "application/json"
 _AGENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 # A snapshot request is one field (the rule passes the event's detail); anything this large is not one.
 MAX_BODY_BYTES = 16 * 1024
-
-
-def _error(
-    status: int,
-    error: str,
-    message: str,
-    fields: list[FieldError] | None = None,
-    headers: dict[str, str] | None = None,
-) -> Response[dict[str, Any]]:
-    body = ErrorResponse(error=error, message=message, fields=fields).to_json_dict()
-    return Response(status_code=status, content_type=_JSON, body=body, headers=headers)
-
-
-def _doc(description: str, model: type[BaseModel] = ErrorResponse) -> OpenAPIResponse:
-    return {"description": description, "content": {_JSON: {"model": model}}}
 
 
 @app.post(
@@ -70,25 +60,23 @@ def _doc(description: str, model: type[BaseModel] = ErrorResponse) -> OpenAPIRes
         "the same eventId and each agent gets one snapshot per hour."
     ),
     responses={
-        202: _doc("Accepted; the snapshot is computed asynchronously", SnapshotAccepted),
-        400: _doc("Invalid body: field-level errors (field `body` when it is not JSON), nothing enqueued"),
-        409: _doc("snapshotHour is more than an hour ahead of now: too early, nothing enqueued"),
-        413: _doc("Body larger than 16 KiB"),
-        415: _doc("Body that is not application/json (UTF-8)"),
-        503: _doc("The queue is unavailable; retry"),
+        202: errors.doc("Accepted; the snapshot is computed asynchronously", SnapshotAccepted),
+        **errors.body_docs(
+            too_large="Body larger than 16 KiB", invalid="Invalid body", not_done="nothing enqueued"
+        ),
+        409: errors.doc("snapshotHour is more than an hour ahead of now: too early, nothing enqueued"),
+        503: errors.doc("The queue is unavailable; retry"),
     },
     tags=["scores"],
 )
 def request_snapshot(request: Annotated[SnapshotRequest, Body(embed=False)]) -> Response[dict[str, Any]]:
-    rt = runtime()
-    event = app.current_event
-    correlation_id = event.headers.get("x-correlation-id") or event.request_context.request_id
+    rt = _wiring()
     try:
         envelope = enqueue_snapshot(
             request.snapshot_hour,
-            sqs_client=rt.sqs,
+            sqs_client=rt.api_sqs,
             queue_url=rt.settings.require("snapshot_queue_url"),
-            correlation_id=correlation_id,
+            correlation_id=api.correlation_id(app),
         )
     except Exception as exc:
         # Throttling, timeouts, 5xx -> TransientError -> 503, which the API Destination retries.
@@ -111,9 +99,9 @@ def request_snapshot(request: Annotated[SnapshotRequest, Body(embed=False)]) -> 
         "A range whose `from` is after its `to` is empty."
     ),
     responses={
-        200: _doc("The snapshots", AgentScores),
-        400: _doc("Invalid agent id or range"),
-        404: _doc("An agent id the router cannot match (a character outside the id's pattern)"),
+        200: errors.doc("The snapshots", AgentScores),
+        400: errors.doc("Invalid agent id or range"),
+        404: errors.doc("An agent id the router cannot match (a character outside the id's pattern)"),
     },
     tags=["scores"],
 )
@@ -146,11 +134,11 @@ def get_scores(
         except ValueError as exc:
             fields.append(FieldError(field=name, message=str(exc)))
     if fields:
-        return _error(400, "ValidationError", "the request is invalid", fields)
+        return errors.response(400, "ValidationError", "the request is invalid", fields)
     if hours["from"] and hours["to"] and hours["from"] > hours["to"]:  # an empty range, not an invalid one
         empty = AgentScores(agent_id=agent_id, snapshots=[])
         return Response(status_code=200, content_type=_JSON, body=empty.to_json_dict())
-    snapshots, more = runtime().api_store.snapshots(
+    snapshots, more = _wiring().api_store.snapshots(
         agent_id, from_hour=hours["from"], to_hour=hours["to"], limit=limit
     )
     next_from = None
@@ -176,32 +164,13 @@ def get_scores(
     return Response(status_code=200, content_type=_JSON, body=view.to_json_dict())
 
 
-@app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
-def _invalid_request(exc: RequestValidationError) -> Response[Any]:
-    pairs = api.field_errors(exc.errors(), unqualified=("body", "query", "path"), strip_value_error=True)
-    fields = [FieldError(field=field, message=message) for field, message in pairs]
-    return _error(400, "ValidationError", "the request is invalid; nothing was enqueued", fields)
-
-
 @app.exception_handler(SnapshotHourAhead)  # type: ignore[untyped-decorator]
 def _too_early(exc: SnapshotHourAhead) -> Response[Any]:
     # 409, not 400: the request is valid, the hour has not come (an API Destination retries a 409).
-    return _error(409, "SnapshotHourAhead", str(exc))
+    return errors.response(409, "SnapshotHourAhead", str(exc))
 
 
-@app.exception_handler(TransientError)  # type: ignore[untyped-decorator]
-def _unavailable(exc: TransientError) -> Response[Any]:
-    logger.warning("dependency unavailable", extra={"error": str(exc)})
-    return _error(
-        503, "ServiceUnavailable", "a dependency is unavailable; retry later", headers={"Retry-After": "1"}
-    )
-
-
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    # The body is screened before the resolver parses it: size, Content-Type, base64, UTF-8 and JSON
-    # limits, each a 4xx (relay.api).
-    return api.resolve(app, event, context, max_body_bytes=MAX_BODY_BYTES)
+handler = api.lambda_handler(app, max_body_bytes=lambda: MAX_BODY_BYTES)
 
 
 def openapi_document() -> str:

@@ -3,24 +3,11 @@ never two and never a changed one. Domain: ``scores.snapshots.take_snapshot``.""
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from relay.consumer import RecordContext, consume
-from relay.envelope import Envelope
-from relay.observability import logger as relay_logger
-from scores.runtime import runtime
+from relay.consumer import queue_handler
+from scores.settings import SNAPSHOT_WORKER
 from scores.snapshots import take_snapshot
+from scores.wiring import wiring
 
-logger = relay_logger()
-
-
-@logger.inject_lambda_context
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    rt = runtime()
-
-    def handle(envelope: Envelope, _ctx: RecordContext) -> None:
-        take_snapshot(envelope, rt.worker_store)
-
-    return consume(event, context, handle, settings=rt.consumer_settings, sqs_client=rt.consumer_sqs)
+handler = queue_handler(
+    wiring.checked(SNAPSHOT_WORKER), lambda w, envelope, _ctx: take_snapshot(envelope, w.worker_store)
+)

@@ -1,17 +1,17 @@
-"""The moto world handler tests run in (see the ``aws`` fixture in conftest.py)."""
+"""The moto world the kernel's handler tests run in (see the ``aws`` fixture in conftest.py)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 from moto import mock_aws
 
 from relay.consumer import ConsumerSettings
+from tests.handlers.stack_world import aws as aws_client
+from tests.handlers.stack_world import provision
 
 
 @dataclass
@@ -23,7 +23,7 @@ class Aws:
     queue_url: str
     queue_arn: str
     dlq_url: str
-    table: str = "relay-table"
+    table: str
     ddb_requests: list[str] = field(default_factory=list)
 
     @property
@@ -51,47 +51,40 @@ class Aws:
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
 
+# The kernel is exercised where the stacks run it: a queue a function consumes (with the DLQ its
+# redrive policy and RELAY_DLQ_URL point at) and that function's idempotency table.
+CONSUMER = ("reports", "reports.notifier.handler")
+
+
 @contextmanager
 def moto_world() -> Iterator[Aws]:
-    """A source queue with a redrive policy (maxReceiveCount 5) to its DLQ, an idempotency/state
-    table (partition key ``id``), and a counter of DynamoDB requests (botocore event hook)."""
+    """A consumer queue of the reports stack (redrive to its DLQ, as every reliable queue), the
+    consumer's idempotency table (partition key ``id``, which the tests also use for business
+    items), both provisioned from the template, and a counter of DynamoDB requests."""
+    service, handler = CONSUMER
     with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        dlq_url = sqs.create_queue(QueueName="relay-dlq")["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        queue_url = sqs.create_queue(
-            QueueName="relay-queue",
-            Attributes={
-                "VisibilityTimeout": "30",
-                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "5"}),
-            },
-        )["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        ddb = boto3.client("dynamodb", region_name="us-east-1")
-        ddb.create_table(
-            TableName="relay-table",
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        stack = provision(service)
+        consumer = stack.consumers()[stack.queue_for(handler)]
+        ddb = aws_client("dynamodb")
         env = Aws(
-            sqs=sqs,
+            sqs=aws_client("sqs"),
             ddb=ddb,
-            sns=boto3.client("sns", region_name="us-east-1"),
-            s3=boto3.client("s3", region_name="us-east-1"),
-            queue_url=queue_url,
-            queue_arn=queue_arn,
-            dlq_url=dlq_url,
+            sns=aws_client("sns"),
+            s3=aws_client("s3"),
+            queue_url=consumer.url,
+            queue_arn=consumer.arn,
+            dlq_url=consumer.dlq_url,
+            table=consumer.function.environment["IDEMPOTENCY_TABLE"],
         )
 
         def count(request: Any, **_: Any) -> None:
             target = request.headers["X-Amz-Target"]
             env.ddb_requests.append(target.decode() if isinstance(target, bytes) else target)
 
-        # Counts HTTP sends (retries included), i.e. what DynamoDB bills and throttles.
+        # Counts HTTP sends (retries included), i.e. what DynamoDB bills and throttles. The client is
+        # the session's (stack_world.aws), so the hook goes when the world does.
         ddb.meta.events.register("before-send.dynamodb.*", count)
-        yield env
+        try:
+            yield env
+        finally:
+            ddb.meta.events.unregister("before-send.dynamodb.*", count)

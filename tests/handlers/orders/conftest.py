@@ -21,19 +21,22 @@ def webhook() -> Iterator[WebhookFake]:
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch, webhook: WebhookFake) -> Iterator[OrdersWorld]:
-    """moto with the orders resources and stock, the functions' environment, and a fresh runtime."""
-    from orders.runtime import reset_runtime
+    """moto with the orders stack's resources and stock, its functions' environment from the template
+    (the webhook fake's URL and the test knobs on top), and a fresh runtime."""
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    overrides = {
+        "NOTIFY_WEBHOOK_URL": f"{webhook.base_url}/orders",
+        "HTTP_TIMEOUT_SECONDS": "2",
+        # Keep the back-off of a transient failure short (it is best effort on moto anyway).
+        "RELAY_BACKOFF_BASE_SECONDS": "0",
+    }
     with mock_aws():
-        created = create_world()
+        created = create_world(overrides)
         created.seed(STOCK)
         for name, value in created.env().items():
             monkeypatch.setenv(name, value)
-        monkeypatch.setenv("NOTIFY_WEBHOOK_URL", f"{webhook.base_url}/orders")
-        monkeypatch.setenv("HTTP_TIMEOUT_SECONDS", "2")
-        # Keep the back-off of a transient failure short (it is best effort on moto anyway).
-        monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")
-        reset_runtime()
+        reset_all()
         yield created
-    reset_runtime()
+    reset_all()

@@ -43,7 +43,7 @@ def _writes(calls: list[str]) -> list[str]:
 @pytest.fixture
 def ddb_calls(world: OrdersWorld) -> list[str]:
     """The DynamoDB requests the API function's own client sends."""
-    from orders.runtime import runtime
+    from orders.wiring import wiring
 
     calls: list[str] = []
 
@@ -51,7 +51,7 @@ def ddb_calls(world: OrdersWorld) -> list[str]:
         target = request.headers["X-Amz-Target"]
         calls.append(target.decode() if isinstance(target, bytes) else target)
 
-    runtime().ddb.meta.events.register("before-send.dynamodb.*", count)
+    wiring().ddb.meta.events.register("before-send.dynamodb.*", count)
     return calls
 
 

@@ -118,12 +118,12 @@ def test_other_payment_events_reach_no_orders_queue(world: OrdersWorld, event_ty
 
 def test_outbox_publisher_marks_the_row_published_and_ignores_non_outbox_items(world: OrdersWorld) -> None:
     from orders import outbox_publisher
-    from orders.runtime import runtime
+    from orders.wiring import wiring
 
     from tests.builders import ddb_stream_record
 
     created = order_event("OrderCreated")
-    row = runtime().orders.outbox_write("ord-1", created)
+    row = wiring().orders.outbox_write("ord-1", created)
     world.ddb.put_item(TableName=ORDERS_TABLE, Item=row.body["Item"])
     keys = {k: row.body["Item"][k] for k in ("pk", "sk")}
     order_item = ddb_stream_record(

@@ -1,45 +1,44 @@
-"""What the orders stack deploys, on moto -- and the glue AWS provides around it, played in-test.
+"""The orders stack on moto, provisioned from its template -- and the glue AWS provides around it,
+played in-test.
 
-``create_world()`` builds the tables (orders with its stream), the analytics bucket, the
-``order-events`` topic with the inventory, notifications and analytics queues, and payments'
-``payment-events`` topic with the paid-orders queue -- every queue with a DLQ and a redrive policy,
-every subscription with the filter policy from ``orders.subscriptions`` (the same constants the
-stack uses). ``Pump`` plays the event source mappings like the payments pipeline's: the stream into
-the outbox publisher, each queue into its handler (optionally every batch twice), deleting what the
-partial batch response reports handled.
+``create_world()`` provisions the orders stack (and the payments stack it imports ``payment-events``
+from) with ``tests.handlers.stack_world``: the tables (orders with its stream), the analytics bucket,
+the ``order-events`` topic with the inventory, notifications and analytics queues, and the
+paid-orders queue on ``payment-events`` -- every queue with its DLQ and redrive policy, every
+subscription with the filter policy and delivery mode the stack gives it. ``Pump`` plays the event
+source mappings like the payments pipeline's: the stream into the outbox publisher, each queue into
+its handler (optionally every batch twice), deleting what the partial batch response reports handled.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
-from orders.subscriptions import INVENTORY_FILTER, NOTIFICATIONS_FILTER, PAID_ORDERS_FILTER
-
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
 from relay.idempotency import deserialize_item
 from relay.outbox import sns_publisher
 from tests.builders import FakeContext, sns_wrapped
+from tests.handlers.stack_world import StackWorld, aws, plan, provision
 from tests.handlers.streams import StreamReader
 
 REGION = "us-east-1"
-ORDERS_TABLE = "orders-orders"
-INVENTORY_TABLE = "orders-inventory"
-IDEMPOTENCY_TABLE = "orders-idempotency"
-BUCKET = "relay-orders-analytics-test"
-ORDER_TOPIC = "order-events"
-PAYMENT_TOPIC = "payment-events"
-MAX_RECEIVE_COUNT = 5
+# A test spells this table's name out (test_orders_paid_orders); every other name is the stack's.
+NAMES = {"ORDERS_TABLE": "orders-orders"}
+_PLAN = plan("orders", names=tuple(NAMES.items()))
+ORDERS_TABLE = _PLAN.env()["ORDERS_TABLE"]
+INVENTORY_TABLE = _PLAN.env()["INVENTORY_TABLE"]
+IDEMPOTENCY_TABLE = _PLAN.env()["IDEMPOTENCY_TABLE"]
+BUCKET = _PLAN.env()["ANALYTICS_BUCKET"]
 
-INVENTORY = "inventory"
-NOTIFICATIONS = "notifications"
-ANALYTICS = "analytics"
-PAID_ORDERS = "paid-orders"
+# The queues, by the name the stack gives them (without its prefix), found by their consumers.
+INVENTORY = _PLAN.queue_for("orders.inventory.handler")
+NOTIFICATIONS = _PLAN.queue_for("orders.notifier.handler")
+ANALYTICS = _PLAN.queue_for("orders.analytics.handler")
+PAID_ORDERS = _PLAN.queue_for("orders.paid_orders.handler")
 
 
 @dataclass(frozen=True)
@@ -49,12 +48,15 @@ class Subscription:
     raw: bool
 
 
-SUBSCRIPTIONS = {
-    INVENTORY: Subscription(ORDER_TOPIC, INVENTORY_FILTER, raw=False),
-    NOTIFICATIONS: Subscription(ORDER_TOPIC, NOTIFICATIONS_FILTER, raw=False),
-    ANALYTICS: Subscription(ORDER_TOPIC, None, raw=True),
-    PAID_ORDERS: Subscription(PAYMENT_TOPIC, PAID_ORDERS_FILTER, raw=False),
-}
+def _subscription(queue: str) -> Subscription:
+    provisioned = _PLAN.subscription(_PLAN.consumers()[queue].arn)
+    return Subscription(_PLAN.topic_name(provisioned.topic_arn), provisioned.filter_policy, provisioned.raw)
+
+
+# How each queue is subscribed, as provisioned from the template.
+SUBSCRIPTIONS = {queue: _subscription(queue) for queue in (INVENTORY, NOTIFICATIONS, ANALYTICS, PAID_ORDERS)}
+ORDER_TOPIC = _PLAN.topic_name(_PLAN.env()["EVENTS_TOPIC_ARN"])
+PAYMENT_TOPIC = SUBSCRIPTIONS[PAID_ORDERS].topic
 
 
 @dataclass
@@ -74,20 +76,16 @@ class OrdersWorld:
     streams: Any
     topics: dict[str, str]
     stream_arn: str
+    stack: StackWorld
     queues: dict[str, Queue] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
-        return {
-            "ORDERS_TABLE": ORDERS_TABLE,
-            "INVENTORY_TABLE": INVENTORY_TABLE,
-            "IDEMPOTENCY_TABLE": IDEMPOTENCY_TABLE,
-            "EVENTS_TOPIC_ARN": self.topics[ORDER_TOPIC],
-            "ANALYTICS_BUCKET": BUCKET,
-        }
+        """The functions' environment from the template, with the test's overrides."""
+        return self.stack.env()
 
     def consumer_env(self, queue: str) -> dict[str, str]:
-        q = self.queues[queue]
-        return {"RELAY_QUEUE_URL": q.url, "RELAY_DLQ_URL": q.dlq_url}
+        """What the function consuming ``queue`` sets on top of ``env()`` (RELAY_QUEUE_URL, ...)."""
+        return self.stack.function_env(self.stack.consumers()[queue].function)
 
     # state ---------------------------------------------------------------------------------------
 
@@ -212,69 +210,26 @@ class OrdersWorld:
         sns_publisher(self.topics[topic], self.sns)(env, {})
 
 
-def create_world() -> OrdersWorld:
+def create_world(overrides: dict[str, str] | None = None) -> OrdersWorld:
     """Call inside ``mock_aws``."""
-    ddb = boto3.client("dynamodb", region_name=REGION)
-    s3 = boto3.client("s3", region_name=REGION)
-    sqs = boto3.client("sqs", region_name=REGION)
-    sns = boto3.client("sns", region_name=REGION)
-    streams = boto3.client("dynamodbstreams", region_name=REGION)
-    pk_sk = {
-        "KeySchema": [
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        "AttributeDefinitions": [
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        "BillingMode": "PAY_PER_REQUEST",
+    stack = provision("orders", overrides, names=NAMES)
+    topics = {
+        stack.topic_name(arn): arn
+        for name, arn in stack.topology.topics.items()
+        if stack.topic_name(arn) in (ORDER_TOPIC, PAYMENT_TOPIC)
     }
-    orders = ddb.create_table(
-        TableName=ORDERS_TABLE,
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        **pk_sk,
-    )
-    ddb.create_table(TableName=INVENTORY_TABLE, **pk_sk)
-    ddb.create_table(
-        TableName=IDEMPOTENCY_TABLE,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    s3.create_bucket(Bucket=BUCKET)
-    topics = {name: sns.create_topic(Name=name)["TopicArn"] for name in (ORDER_TOPIC, PAYMENT_TOPIC)}
     world = OrdersWorld(
-        ddb=ddb,
-        s3=s3,
-        sqs=sqs,
-        sns=sns,
-        streams=streams,
+        ddb=aws("dynamodb"),
+        s3=aws("s3"),
+        sqs=aws("sqs"),
+        sns=aws("sns"),
+        streams=aws("dynamodbstreams"),
         topics=topics,
-        stream_arn=orders["TableDescription"]["LatestStreamArn"],
+        stream_arn=stack.stream_arn(ORDERS_TABLE),
+        stack=stack,
     )
-    for name, subscription in SUBSCRIPTIONS.items():
-        dlq_url = sqs.create_queue(QueueName=f"orders-{name}-dlq")["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        url = sqs.create_queue(
-            QueueName=f"orders-{name}",
-            Attributes={
-                "VisibilityTimeout": "30",
-                "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}
-                ),
-            },
-        )["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        attributes = {"RawMessageDelivery": "true" if subscription.raw else "false"}
-        if subscription.filter_policy is not None:
-            attributes["FilterPolicy"] = json.dumps(subscription.filter_policy)
-        sns.subscribe(
-            TopicArn=topics[subscription.topic], Protocol="sqs", Endpoint=arn, Attributes=attributes
-        )
-        world.queues[name] = Queue(name, url, arn, dlq_url)
+    for name, consumer in stack.consumers().items():
+        world.queues[name] = Queue(name, consumer.url, consumer.arn, consumer.dlq_url)
     return world
 
 

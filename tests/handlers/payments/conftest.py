@@ -32,25 +32,30 @@ def invoice_api() -> Iterator[InvoiceApiFake]:
 def infra(
     monkeypatch: pytest.MonkeyPatch, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake
 ) -> Iterator[Infrastructure]:
-    """moto with the payments resources, the environment of the functions, and a fresh runtime."""
-    from payments.runtime import reset_runtime
+    """moto with the payments stack's resources, its functions' environment from the template (the
+    fakes' URLs and the test knobs on top), and a fresh runtime; the consumer variables are the
+    payment worker's."""
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    overrides = {
+        "LEGACY_PAYMENTS_URL": legacy.base_url,
+        "INVOICE_API_URL": invoice_api.base_url,
+        "LEGACY_TIMEOUT_SECONDS": "1",
+    }
     with mock_aws():
-        infrastructure = create_infrastructure()
+        infrastructure = create_infrastructure(overrides)
         for name, value in infrastructure.env().items():
             monkeypatch.setenv(name, value)
         for name, value in infrastructure.consumer_env("payment-requests").items():
             monkeypatch.setenv(name, value)
-        monkeypatch.setenv("LEGACY_PAYMENTS_URL", legacy.base_url)
-        monkeypatch.setenv("INVOICE_API_URL", invoice_api.base_url)
-        monkeypatch.setenv("LEGACY_TIMEOUT_SECONDS", "1")
-        reset_runtime()
+        reset_all()
         yield infrastructure
-    reset_runtime()
+    reset_all()
 
 
 def use_queue(monkeypatch: pytest.MonkeyPatch, infra: Infrastructure, queue: str) -> None:
-    """Point the kernel consumer at ``queue`` (RELAY_QUEUE_URL / RELAY_DLQ_URL, as the stack does)."""
+    """Run as the function consuming ``queue``: its RELAY_QUEUE_URL / RELAY_DLQ_URL (and whatever else
+    it sets differently from the other functions), from the template."""
     for name, value in infra.consumer_env(queue).items():
         monkeypatch.setenv(name, value)

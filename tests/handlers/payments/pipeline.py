@@ -1,40 +1,33 @@
 """An in-test stand-in for the glue AWS provides around the payments handlers, on moto.
 
-``create_infrastructure()`` builds what the payments stack deploys (tables with the stream, bucket,
-topic, reliable queues with DLQs and redrive, filtered SNS subscriptions, enveloped delivery).
-``Pump`` plays the event source mappings: it reads the operations-table stream into the outbox
-publisher, receives SQS messages into the right handler (optionally delivering every batch twice)
-and deletes what the partial batch response reports handled -- the same protocol Lambda follows.
+``create_infrastructure()`` provisions the payments stack from its template
+(``tests.handlers.stack_world``): tables with the stream, bucket, topic, reliable queues with DLQs and
+redrive, filtered SNS subscriptions, enveloped delivery -- as the stack defines them. ``Pump`` plays
+the event source mappings: it reads the operations-table stream into the outbox publisher, receives
+SQS messages into the right handler (optionally delivering every batch twice) and deletes what the
+partial batch response reports handled -- the same protocol Lambda follows.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
-
 from local.moto_patches import fast_atomic_dynamodb
 from tests.builders import FakeContext
+from tests.handlers.stack_world import StackWorld, aws, plan, provision
 from tests.handlers.streams import StreamReader
 
 REGION = "us-east-1"
-OPERATIONS_TABLE = "payments-operations"
-IDEMPOTENCY_TABLE = "payments-idempotency"
-BUCKET = "relay-payments-test"
-TOPIC = "payment-events"
-MAX_RECEIVE_COUNT = 5
-
-# queue name -> the eventType its subscription lets through
-SUBSCRIPTIONS = {
-    "payment-requests": "PaymentRequested",
-    "post-processing": "PaymentCompleted",
-    "invoice-requests": "InvoiceRequested",
-}
+# Tests spell these tables' names out; every other name is the stack's.
+NAMES = {"OPERATIONS_TABLE": "payments-operations", "IDEMPOTENCY_TABLE": "payments-idempotency"}
+_PLAN = plan("payments", names=tuple(NAMES.items()))
+OPERATIONS_TABLE = _PLAN.env()["OPERATIONS_TABLE"]
+IDEMPOTENCY_TABLE = _PLAN.env()["IDEMPOTENCY_TABLE"]
+BUCKET = _PLAN.env()["PAYMENTS_BUCKET"]
 
 
 @dataclass
@@ -55,19 +48,16 @@ class Infrastructure:
     streams: Any
     topic_arn: str
     stream_arn: str
+    stack: StackWorld
     queues: dict[str, Queue] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
-        return {
-            "OPERATIONS_TABLE": OPERATIONS_TABLE,
-            "IDEMPOTENCY_TABLE": IDEMPOTENCY_TABLE,
-            "PAYMENTS_BUCKET": BUCKET,
-            "EVENTS_TOPIC_ARN": self.topic_arn,
-        }
+        """The functions' environment from the template, with the test's overrides."""
+        return self.stack.env()
 
     def consumer_env(self, queue: str) -> dict[str, str]:
-        q = self.queues[queue]
-        return {"RELAY_QUEUE_URL": q.url, "RELAY_DLQ_URL": q.dlq_url}
+        """What the function consuming ``queue`` sets on top of ``env()`` (RELAY_QUEUE_URL, ...)."""
+        return self.stack.function_env(self.stack.consumers()[queue].function)
 
     # inspection ------------------------------------------------------------------------------
 
@@ -113,66 +103,21 @@ class Infrastructure:
         return sorted(o["Key"] for o in response.get("Contents", []))
 
 
-def create_infrastructure() -> Infrastructure:
+def create_infrastructure(overrides: dict[str, str] | None = None) -> Infrastructure:
     """Call inside ``mock_aws``."""
-    ddb = boto3.client("dynamodb", region_name=REGION)
-    s3 = boto3.client("s3", region_name=REGION)
-    sqs = boto3.client("sqs", region_name=REGION)
-    sns = boto3.client("sns", region_name=REGION)
-    streams = boto3.client("dynamodbstreams", region_name=REGION)
-    table = ddb.create_table(
-        TableName=OPERATIONS_TABLE,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )
-    ddb.create_table(
-        TableName=IDEMPOTENCY_TABLE,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    s3.create_bucket(Bucket=BUCKET)
-    topic_arn = sns.create_topic(Name=TOPIC)["TopicArn"]
+    stack = provision("payments", overrides, names=NAMES)
     infra = Infrastructure(
-        ddb=ddb,
-        s3=s3,
-        sqs=sqs,
-        sns=sns,
-        streams=streams,
-        topic_arn=topic_arn,
-        stream_arn=table["TableDescription"]["LatestStreamArn"],
+        ddb=aws("dynamodb"),
+        s3=aws("s3"),
+        sqs=aws("sqs"),
+        sns=aws("sns"),
+        streams=aws("dynamodbstreams"),
+        topic_arn=stack.env()["EVENTS_TOPIC_ARN"],
+        stream_arn=stack.stream_arn(OPERATIONS_TABLE),
+        stack=stack,
     )
-    for name, event_type in SUBSCRIPTIONS.items():
-        dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        url = sqs.create_queue(
-            QueueName=name,
-            Attributes={
-                "VisibilityTimeout": "30",
-                "RedrivePolicy": json.dumps(
-                    {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}
-                ),
-            },
-        )["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        sns.subscribe(
-            TopicArn=topic_arn,
-            Protocol="sqs",
-            Endpoint=arn,
-            # Enveloped delivery (RawMessageDelivery off), as the stack configures it.
-            Attributes={
-                "FilterPolicy": json.dumps({"eventType": [event_type]}),
-                "RawMessageDelivery": "false",
-            },
-        )
-        infra.queues[name] = Queue(name, url, arn, dlq_url, dlq_arn)
+    for name, c in stack.consumers().items():
+        infra.queues[name] = Queue(name, c.url, c.arn, c.dlq_url, c.dlq_arn)
     return infra
 
 
@@ -232,6 +177,11 @@ class Pump:
             "invoice-requests": invoice_worker.handler,
         }
         self.publisher: Handler = outbox_publisher.handler
+        # On top of the fixture's env(): what each function sets differently from the others (and
+        # nothing a test has set for itself, such as PAYMENT_CHECK_BASE_DELAY_SECONDS).
+        self.publisher_env = infra.stack.function_env(
+            infra.stack.function("payments.outbox_publisher.handler")
+        )
         self.context = FakeContext()
         self._pending_stream: list[dict[str, Any]] = []
         self._stream = StreamReader(self.infra.streams, self.infra.stream_arn)
@@ -250,7 +200,7 @@ class Pump:
         published = 0
         for start in range(0, len(records), 100):
             batch = records[start : start + 100]
-            with environment(self.infra.env()):
+            with environment(self.publisher_env):
                 # A stream batch can be handed to the publisher again (retry after a timeout):
                 # every row is then published twice and the consumers must not care.
                 for _ in range(self.publish_deliveries):
@@ -276,7 +226,7 @@ class Pump:
             batch = messages[start : start + 10]
             event = lambda_sqs_event(batch, queue)
             failed: set[str] = set()
-            with environment({**self.infra.env(), **self.infra.consumer_env(name)}):
+            with environment(self.infra.consumer_env(name)):
                 for _ in range(self.deliveries):
                     response = self.handlers[name](event, self.context)
                     self.invocations[name] = self.invocations.get(name, 0) + 1

@@ -229,10 +229,10 @@ def _schema_accepts(schema: dict[str, object], amount: str, currency: str) -> bo
 def test_body_over_the_maximum_is_413_before_parsing(
     infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from payments.runtime import reset_runtime
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("MAX_BODY_BYTES", "1000")
-    reset_runtime()
+    reset_all()
 
     too_big = post_payment(payment_request(details={"blob": "x" * 1000}))
     not_json_but_too_big = post_payment("x" * 1001)
@@ -294,10 +294,10 @@ def test_concurrent_request_with_the_same_key_is_answered_as_the_winners_replay(
     """The loser of the key race sees the transaction cancelled by the key item's condition."""
     from payments.intake import accept_payment
     from payments.models import PaymentRequest
-    from payments.runtime import runtime
+    from payments.wiring import wiring
 
     request = PaymentRequest.model_validate(payment_request())
-    rt = runtime()
+    rt = wiring()
     winner = accept_payment(
         request,
         idempotency_key="race",

@@ -210,17 +210,17 @@ def test_invoice_requested_delivered_twice_invoices_once(
 def test_crash_after_the_invoice_was_issued_before_the_commit_does_not_invoice_again(
     infra: Infrastructure, invoice_api: InvoiceApiFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import payments.steps
+    from payments.store import OperationStore
 
     operation_id, event = invoice_pending(infra, monkeypatch)
-    real_commit = payments.steps.commit_once
+    real_commit = OperationStore.commit_once
 
     def crash(*args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("the process died before committing")
 
-    monkeypatch.setattr(payments.steps, "commit_once", crash)
+    monkeypatch.setattr(OperationStore, "commit_once", crash)
     assert failed_ids(invoice(event)) == message_ids(event)
-    monkeypatch.setattr(payments.steps, "commit_once", real_commit)
+    monkeypatch.setattr(OperationStore, "commit_once", real_commit)
     calls = len(invoice_api.calls())
 
     response = invoice(event)

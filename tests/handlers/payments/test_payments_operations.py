@@ -28,7 +28,7 @@ ILLEGAL = [
 
 def operation_in(infra: Infrastructure, status: Status, version: int = 7) -> Operation:
     """A real operation (via the API), forced into ``status`` at ``version``."""
-    from payments.runtime import runtime
+    from payments.wiring import wiring
 
     operation_id = accepted_operation()
     infra.ddb.update_item(
@@ -38,16 +38,16 @@ def operation_in(infra: Infrastructure, status: Status, version: int = 7) -> Ope
         ExpressionAttributeNames={"#s": "status", "#v": "version"},
         ExpressionAttributeValues={":s": {"S": str(status)}, ":v": {"N": str(version)}},
     )
-    operation = runtime().store.get_operation(operation_id)
+    operation = wiring().store.get_operation(operation_id)
     assert operation is not None
     return operation
 
 
 def apply(operation: Operation, target: Status) -> None:
-    from payments.runtime import runtime
     from payments.steps import on_stale
+    from payments.wiring import wiring
 
-    store = runtime().store
+    store = wiring().store
     error = OperationError("Test", "forced") if target is Status.FAILED else None
     plan = plan_transition(operation, target, error=error, ttl_days=5)
     store.apply([store.transition_write(plan, on_condition_failed=on_stale(plan, frozenset()))])
@@ -57,13 +57,13 @@ def apply(operation: Operation, target: Status) -> None:
 def test_every_legal_transition_is_applied_with_a_new_version_and_step(
     infra: Infrastructure, source: Status, target: Status
 ) -> None:
-    from payments.runtime import runtime
+    from payments.wiring import wiring
 
     operation = operation_in(infra, source)
 
     apply(operation, target)
 
-    after = runtime().store.get_operation(operation.operation_id)
+    after = wiring().store.get_operation(operation.operation_id)
     assert after is not None
     assert after.status is target
     assert after.version == operation.version + 1
@@ -96,24 +96,24 @@ def test_every_illegal_transition_is_rejected_before_anything_is_written(
 def test_stale_transition_from_an_old_state_is_rejected_by_dynamodb_and_not_applied(
     infra: Infrastructure,
 ) -> None:
-    from payments.runtime import runtime
+    from payments.wiring import wiring
 
     read_earlier = operation_in(infra, Status.PENDING, version=1)
     apply(read_earlier, Status.PAYMENT_PROCESSING)  # someone else moved it on
-    moved = runtime().store.get_operation(read_earlier.operation_id)
+    moved = wiring().store.get_operation(read_earlier.operation_id)
     apply(moved, Status.PAYMENT_COMPLETED)  # type: ignore[arg-type]
 
     with pytest.raises(IllegalTransition, match="not PENDING"):
         apply(read_earlier, Status.FAILED)  # legal from PENDING, but PENDING is long gone
 
-    after = runtime().store.get_operation(read_earlier.operation_id)
+    after = wiring().store.get_operation(read_earlier.operation_id)
     assert after is not None and after.status is Status.PAYMENT_COMPLETED and after.error is None
 
 
 def test_transition_from_the_right_state_but_a_stale_version_is_retried_not_applied(
     infra: Infrastructure,
 ) -> None:
-    from payments.runtime import runtime
+    from payments.wiring import wiring
 
     from relay.errors import TransientError
 
@@ -123,19 +123,19 @@ def test_transition_from_the_right_state_but_a_stale_version_is_retried_not_appl
     with pytest.raises(TransientError, match="changed concurrently"):
         apply(stale, Status.PAYMENT_COMPLETED)
 
-    after = runtime().store.get_operation(operation.operation_id)
+    after = wiring().store.get_operation(operation.operation_id)
     assert after is not None and after.status is Status.PAYMENT_PROCESSING and after.version == 4
 
 
 def test_transition_to_a_state_the_operation_already_passed_reads_as_already_applied(
     infra: Infrastructure,
 ) -> None:
-    from payments.runtime import runtime
     from payments.steps import PAYMENT_DONE, on_stale
+    from payments.wiring import wiring
 
     operation = operation_in(infra, Status.PAYMENT_PROCESSING, version=2)
     apply(operation, Status.PAYMENT_COMPLETED)
-    store = runtime().store
+    store = wiring().store
     plan = plan_transition(operation, Status.PAYMENT_COMPLETED)
 
     with pytest.raises(AlreadyApplied):

@@ -59,9 +59,9 @@ class SqsSpy:
 
 
 def spy_sqs() -> SqsSpy:
-    from payments.runtime import runtime
+    from payments.wiring import wiring
 
-    rt = runtime()
+    rt = wiring()
     spy = SqsSpy(rt.sqs)
     rt.__dict__["sqs"] = spy
     return spy
@@ -130,20 +130,20 @@ def test_crash_after_commit_before_acknowledgement_charges_nothing_more_on_redel
 def test_crash_after_the_charge_before_the_commit_is_redone_without_second_charge(
     infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import payments.steps
+    from payments.store import OperationStore
 
     operation_id, event = requested(infra)
-    real_commit = payments.steps.commit_once
+    real_commit = OperationStore.commit_once
 
     def crash(*args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("the process died before committing")
 
-    monkeypatch.setattr(payments.steps, "commit_once", crash)
+    monkeypatch.setattr(OperationStore, "commit_once", crash)
     first = run(event)
     assert failed_ids(first) == message_ids(event)
     assert status(infra, operation_id) == "PAYMENT_PROCESSING"
 
-    monkeypatch.setattr(payments.steps, "commit_once", real_commit)
+    monkeypatch.setattr(OperationStore, "commit_once", real_commit)
     second = run(event)
 
     assert failed_ids(second) == []
@@ -247,10 +247,10 @@ def test_accepted_still_processing_schedules_a_delayed_status_check_with_backoff
 def test_status_checks_continue_until_the_payment_completes_and_charge_once(
     infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from payments.runtime import reset_runtime
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("PAYMENT_CHECK_BASE_DELAY_SECONDS", "0")
-    reset_runtime()
+    reset_all()
     legacy.set_knobs(accept_then_complete_after=3)
     operation_id, event = requested(infra)
     queue = infra.queues["payment-requests"]

@@ -19,11 +19,11 @@ OPERATIONS = int(os.environ.get("PAYMENTS_PIPELINE_OPERATIONS", "100"))
 @pytest.fixture
 def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Backoff and status-check delays of 0 s: the pump plays rounds, not wall-clock minutes."""
-    from payments.runtime import reset_runtime
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")
     monkeypatch.setenv("PAYMENT_CHECK_BASE_DELAY_SECONDS", "0")
-    reset_runtime()
+    reset_all()
 
 
 def test_hundred_operations_with_duplicates_and_a_legacy_outage_all_complete_charged_and_invoiced_once(

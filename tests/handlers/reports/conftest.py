@@ -9,7 +9,7 @@ from moto import mock_aws
 
 from local.fakes.report_api import ReportApiFake
 from local.fakes.webhook import WebhookFake
-from tests.handlers.reports.world import IDEMPOTENCY_TABLE, VERIFICATIONS_TABLE, ReportsWorld, create_world
+from tests.handlers.reports.world import ReportsWorld, create_world
 
 
 @pytest.fixture
@@ -28,30 +28,29 @@ def webhook() -> Iterator[WebhookFake]:
 def world(
     monkeypatch: pytest.MonkeyPatch, report_api: ReportApiFake, webhook: WebhookFake
 ) -> Iterator[ReportsWorld]:
-    """moto with the reports resources, the functions' environment, and a fresh runtime."""
-    from reports.runtime import reset_runtime
+    """moto with the reports stack's resources, its functions' environment from the template (the
+    fakes' URLs and the test knobs on top), and a fresh runtime."""
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
+    overrides = {
+        "REPORT_API_URL": report_api.base_url,
+        "NOTIFY_WEBHOOK_URL": f"{webhook.base_url}/report-ready",
+        "HTTP_TIMEOUT_SECONDS": "2",
+        # Keep the back-off of a transient failure short (it is best effort on moto anyway).
+        "RELAY_BACKOFF_BASE_SECONDS": "1",
+    }
     with mock_aws():
-        created = create_world()
-        env = {
-            "VERIFICATIONS_TABLE": VERIFICATIONS_TABLE,
-            "IDEMPOTENCY_TABLE": IDEMPOTENCY_TABLE,
-            "REPORT_API_URL": report_api.base_url,
-            "NOTIFY_WEBHOOK_URL": f"{webhook.base_url}/report-ready",
-            "VERIFY_MAX_AGE_SECONDS": "3600",
-            "HTTP_TIMEOUT_SECONDS": "2",
-            # Keep the back-off of a transient failure short (it is best effort on moto anyway).
-            "RELAY_BACKOFF_BASE_SECONDS": "1",
-        }
-        for name, value in env.items():
+        created = create_world(overrides)
+        for name, value in created.env().items():
             monkeypatch.setenv(name, value)
-        reset_runtime()
+        reset_all()
         yield created
-    reset_runtime()
+    reset_all()
 
 
 def use_queue(monkeypatch: pytest.MonkeyPatch, world: ReportsWorld, queue: str) -> None:
-    """Point the kernel consumer at ``queue`` (RELAY_QUEUE_URL / RELAY_DLQ_URL, as the stack does)."""
+    """Run as the function consuming ``queue``: its RELAY_QUEUE_URL / RELAY_DLQ_URL (and whatever else
+    it sets differently from the other functions), from the template."""
     for name, value in world.consumer_env(queue).items():
         monkeypatch.setenv(name, value)

@@ -183,10 +183,10 @@ def test_report_api_5xx_or_429_is_transient_and_records_nothing(
 def test_report_api_timeout_is_transient(
     world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reports.runtime import reset_runtime
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("HTTP_TIMEOUT_SECONDS", "0.3")
-    reset_runtime()
+    reset_all()
     report_api.publish("r-1", CONTENT)
     report_api.set_knobs(timeout_rate=1.0, timeout_sleep_s=3.0)
 
@@ -230,14 +230,14 @@ def test_duplicate_delivery_is_acknowledged_with_one_record_and_no_second_read(
 def test_concurrent_duplicate_that_misses_the_early_read_is_stopped_by_the_marker(
     world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reports.runtime import runtime
+    from reports.wiring import wiring
 
     report_api.publish("r-1", CONTENT)
     env = report_generated("r-1", sha256=SHA)
     verify(env)
     first = world.verification("r-1")
     # Both consumers read "no record yet" before either wrote (visibility lapsed mid-flight).
-    monkeypatch.setattr(runtime().verification.store, "get", lambda _report_id: None)
+    monkeypatch.setattr(wiring().verification.store, "get", lambda _report_id: None)
 
     again = verify(env, receive_count=2)
 
@@ -249,13 +249,13 @@ def test_concurrent_duplicate_that_misses_the_early_read_is_stopped_by_the_marke
 def test_replay_under_another_event_id_cannot_overwrite_a_final_outcome(
     world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reports.runtime import runtime
+    from reports.wiring import wiring
 
     report_api.publish("r-1", CONTENT)
     verify(report_generated("r-1", sha256=SHA))
     first = world.verification("r-1")
     report_api.set_knobs(tamper_ids="r-1")  # the content changed since: a re-check would say MISMATCH
-    monkeypatch.setattr(runtime().verification.store, "get", lambda _report_id: None)
+    monkeypatch.setattr(wiring().verification.store, "get", lambda _report_id: None)
 
     replay = verify(report_generated("r-1", sha256=SHA, identity=["r-1", "republished"]))
 
@@ -366,10 +366,10 @@ def redirecting_api(report_api: ReportApiFake) -> Iterator[str]:
 def test_redirect_from_the_report_api_is_not_followed_and_is_parked(
     world: ReportsWorld, report_api: ReportApiFake, redirecting_api: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reports.runtime import reset_runtime
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("REPORT_API_URL", redirecting_api)
-    reset_runtime()
+    reset_all()
     report_api.publish("r-1", CONTENT)
 
     response = verify(report_generated("r-1", sha256=SHA))

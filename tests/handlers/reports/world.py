@@ -1,6 +1,6 @@
-"""What the reports stack deploys, on moto: the tables, the report-events topic with its two
-filtered subscriptions (enveloped delivery) and their queues with DLQs -- plus delivery helpers
-that play the SQS event source mapping."""
+"""The reports stack on moto, provisioned from its template (``tests.handlers.stack_world``): the
+tables, the report-events topic with its filtered subscriptions and their queues with DLQs -- plus
+delivery helpers that play the SQS event source mapping."""
 
 from __future__ import annotations
 
@@ -9,18 +9,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import boto3
-
 from relay.envelope import Envelope
 from relay.idempotency import deserialize_item
 from tests.builders import FakeContext, envelope, record_from_received, sns_wrapped, sqs_event, sqs_record
+from tests.handlers.stack_world import StackWorld, aws, plan, provision
 
-REGION = "us-east-1"
-VERIFICATIONS_TABLE = "reports-verifications"
-IDEMPOTENCY_TABLE = "reports-idempotency"
-TOPIC = "report-events"
-VERIFIER_QUEUE = "verifier"
-NOTIFY_QUEUE = "report-notifications"
+VERIFIER = "reports.verifier.handler"
+NOTIFIER = "reports.notifier.handler"
+_PLAN = plan("reports")
+VERIFICATIONS_TABLE = _PLAN.env()["VERIFICATIONS_TABLE"]
+IDEMPOTENCY_TABLE = _PLAN.env()["IDEMPOTENCY_TABLE"]
+VERIFIER_QUEUE = _PLAN.queue_for(VERIFIER)
+NOTIFY_QUEUE = _PLAN.queue_for(NOTIFIER)
+_TOPIC_ARN = _PLAN.subscription(_PLAN.consumers()[VERIFIER_QUEUE].arn).topic_arn
+TOPIC = _PLAN.topic_name(_TOPIC_ARN)
 
 
 @dataclass
@@ -36,11 +38,16 @@ class ReportsWorld:
     sqs: Any
     sns: Any
     topic_arn: str
+    stack: StackWorld
     queues: dict[str, Queue] = field(default_factory=dict)
 
+    def env(self) -> dict[str, str]:
+        """The functions' environment from the template, with the test's overrides."""
+        return self.stack.env()
+
     def consumer_env(self, queue: str) -> dict[str, str]:
-        q = self.queues[queue]
-        return {"RELAY_QUEUE_URL": q.url, "RELAY_DLQ_URL": q.dlq_url}
+        """What the function consuming ``queue`` sets on top of ``env()`` (RELAY_QUEUE_URL, ...)."""
+        return self.stack.function_env(self.stack.consumers()[queue].function)
 
     def verification(self, report_id: str) -> dict[str, Any] | None:
         item = self.ddb.get_item(
@@ -78,51 +85,19 @@ class ReportsWorld:
         return sqs_event(record_from_received(m, q.arn) for m in messages)
 
 
-def create_world() -> ReportsWorld:
+def create_world(overrides: dict[str, str] | None = None) -> ReportsWorld:
     """Call inside ``mock_aws``."""
-    ddb = boto3.client("dynamodb", region_name=REGION)
-    sqs = boto3.client("sqs", region_name=REGION)
-    sns = boto3.client("sns", region_name=REGION)
-    ddb.create_table(
-        TableName=VERIFICATIONS_TABLE,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
+    stack = provision("reports", overrides)
+    consumers = stack.consumers()
+    world = ReportsWorld(
+        ddb=aws("dynamodb"),
+        sqs=aws("sqs"),
+        sns=aws("sns"),
+        topic_arn=stack.topology.topics[_TOPIC_ARN.rsplit(":", 1)[-1]],
+        stack=stack,
     )
-    ddb.create_table(
-        TableName=IDEMPOTENCY_TABLE,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    topic_arn = sns.create_topic(Name=TOPIC)["TopicArn"]
-    world = ReportsWorld(ddb=ddb, sqs=sqs, sns=sns, topic_arn=topic_arn)
-    for name in (VERIFIER_QUEUE, NOTIFY_QUEUE):
-        dlq_url = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
-        dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        url = sqs.create_queue(
-            QueueName=name,
-            Attributes={
-                "VisibilityTimeout": "30",
-                "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}),
-            },
-        )["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        sns.subscribe(
-            TopicArn=topic_arn,
-            Protocol="sqs",
-            Endpoint=arn,
-            Attributes={
-                "FilterPolicy": json.dumps({"eventType": ["ReportGenerated"]}),
-                "RawMessageDelivery": "false",
-            },
-        )
-        world.queues[name] = Queue(url, arn, dlq_url)
+    for name, consumer in consumers.items():
+        world.queues[name] = Queue(consumer.url, consumer.arn, consumer.dlq_url)
     return world
 
 

@@ -12,13 +12,13 @@ from tests.handlers.scores.world import ScoresWorld, create_world
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[ScoresWorld]:
-    from scores.runtime import reset_runtime
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
     with mock_aws():
         created = create_world()
         for name, value in created.env().items():
             monkeypatch.setenv(name, value)
-        reset_runtime()
+        reset_all()
         yield created
-    reset_runtime()
+    reset_all()

@@ -42,12 +42,12 @@ def test_post_answers_202_and_enqueues_one_job_with_the_deterministic_event_id(w
 
 
 def test_post_touches_nothing_but_the_queue(world: ScoresWorld) -> None:
-    from scores.runtime import runtime
+    from scores.wiring import wiring
 
     post_snapshot({"snapshotHour": HOUR})
 
     # The fast path: one SendMessage; no DynamoDB client is even built.
-    assert "ddb" not in vars(runtime())
+    assert "ddb" not in vars(wiring())
     assert len(world.receive()) == 1
 
 
@@ -162,10 +162,10 @@ def test_the_next_hour_is_accepted_for_clock_skew(world: ScoresWorld) -> None:
 def test_queue_unavailable_is_503_so_the_api_destination_retries(
     world: ScoresWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from scores.runtime import reset_runtime
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("SNAPSHOT_QUEUE_URL", world.queue_url.replace("snapshots", "no-such-queue"))
-    reset_runtime()
+    reset_all()
 
     response = post_snapshot({"snapshotHour": HOUR})
 

@@ -82,10 +82,10 @@ def test_the_key_is_never_logged(
 def test_an_unreadable_secret_fails_the_authorizer_instead_of_denying(
     world: ScoresWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from scores.runtime import reset_runtime
+    from relay.wiring import reset_all
 
     monkeypatch.setenv("API_KEY_SECRET_ARN", world.secret_arn.replace("scores-api-key", "missing"))
-    reset_runtime()
+    reset_all()
 
     # API Gateway answers 500 (retried by the API Destination), not a misleading 403.
     with pytest.raises(Exception, match=r"ResourceNotFound|can't find"):

@@ -99,11 +99,11 @@ def test_a_second_run_that_would_compute_another_score_keeps_the_first_and_says_
 def test_a_job_interrupted_half_way_completes_on_redelivery_without_rewriting(
     world: ScoresWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from scores.runtime import runtime
     from scores.store import ScoresStore
+    from scores.wiring import wiring
 
     seed_verifications(world)
-    store = runtime().worker_store
+    store = wiring().worker_store
     real_put = ScoresStore.put_snapshot_once
     calls: list[str] = []
 
@@ -131,9 +131,9 @@ def test_a_finished_job_delivered_again_does_not_rescan_the_verifications(world:
     seed_verifications(world)
     run(job())
     scans: list[str] = []
-    from scores.runtime import runtime
+    from scores.wiring import wiring
 
-    runtime().worker_ddb.meta.events.register("before-call.dynamodb.Scan", lambda **_: scans.append("scan"))
+    wiring().ddb.meta.events.register("before-call.dynamodb.Scan", lambda **_: scans.append("scan"))
 
     run(job(), receive_count=2)
 

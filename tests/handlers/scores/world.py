@@ -1,5 +1,6 @@
-"""What the scores stack deploys, on moto (tables, snapshot queue with DLQ, API key secret), the
-reports' verifications table it reads, and builders for HTTP API and authorizer events."""
+"""The scores stack on moto, provisioned from its template (``tests.handlers.stack_world``) with the
+reports stack it imports the verifications table from: tables, snapshot queue with DLQ, API key
+secret. Plus builders for HTTP API and authorizer events."""
 
 from __future__ import annotations
 
@@ -10,17 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
-
 from relay.idempotency import deserialize_item, serialize_item
 from tests.builders import ACCOUNT, FakeContext, record_from_received, sqs_event
+from tests.handlers.stack_world import StackWorld, aws, plan, provision
 
 REGION = "us-east-1"
-SCORES_TABLE = "scores-scores"
-VERIFICATIONS_TABLE = "reports-verifications"
-IDEMPOTENCY_TABLE = "scores-idempotency"
-SNAPSHOT_QUEUE = "snapshots"
 API_KEY = "k3y-" + "x" * 44
+# The stack leaves the secret's name to CloudFormation; the tests name it so that one of them can
+# point the authorizer at a secret that does not exist (by replacing "scores-api-key" in the ARN).
+NAMES = {"API_KEY_SECRET_ARN": "relay-test-scores-api-key"}
+_PLAN = plan("scores", names=tuple(NAMES.items()))
+SCORES_TABLE = _PLAN.env()["SCORES_TABLE"]
+VERIFICATIONS_TABLE = _PLAN.env()["VERIFICATIONS_TABLE"]
+IDEMPOTENCY_TABLE = _PLAN.env()["IDEMPOTENCY_TABLE"]
+SNAPSHOT_QUEUE = _PLAN.queue_for("scores.snapshot_worker.handler")
 
 
 @dataclass
@@ -32,17 +36,11 @@ class ScoresWorld:
     queue_arn: str
     dlq_url: str
     secret_arn: str
+    stack: StackWorld
 
     def env(self) -> dict[str, str]:
-        return {
-            "SCORES_TABLE": SCORES_TABLE,
-            "VERIFICATIONS_TABLE": VERIFICATIONS_TABLE,
-            "IDEMPOTENCY_TABLE": IDEMPOTENCY_TABLE,
-            "SNAPSHOT_QUEUE_URL": self.queue_url,
-            "API_KEY_SECRET_ARN": self.secret_arn,
-            "RELAY_QUEUE_URL": self.queue_url,
-            "RELAY_DLQ_URL": self.dlq_url,
-        }
+        """The functions' environment from the template (tables, queue, secret ARN)."""
+        return self.stack.env()
 
     def add_verification(self, report_id: str, agent_id: str, status: str, checked_at: str) -> None:
         """A verification record as the reports verifier writes it (the attributes scores reads)."""
@@ -95,39 +93,16 @@ class ScoresWorld:
         )
 
 
-def _table(ddb: Any, name: str, keys: tuple[str, ...]) -> None:
-    ddb.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": k, "KeyType": t} for k, t in zip(keys, ("HASH", "RANGE"), strict=False)],
-        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in keys],
-        BillingMode="PAY_PER_REQUEST",
-    )
-
-
 def create_world() -> ScoresWorld:
-    """Call inside ``mock_aws``."""
-    ddb = boto3.client("dynamodb", region_name=REGION)
-    sqs = boto3.client("sqs", region_name=REGION)
-    secrets = boto3.client("secretsmanager", region_name=REGION)
-    _table(ddb, SCORES_TABLE, ("pk", "sk"))
-    _table(ddb, VERIFICATIONS_TABLE, ("pk", "sk"))
-    _table(ddb, IDEMPOTENCY_TABLE, ("id",))
-    dlq_url = sqs.create_queue(QueueName=f"{SNAPSHOT_QUEUE}-dlq")["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    queue_url = sqs.create_queue(
-        QueueName=SNAPSHOT_QUEUE,
-        Attributes={
-            "VisibilityTimeout": "30",
-            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 5}),
-        },
-    )["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    secret_arn = secrets.create_secret(Name="scores-api-key", SecretString=API_KEY)["ARN"]
-    return ScoresWorld(ddb, sqs, secrets, queue_url, queue_arn, dlq_url, secret_arn)
+    """Call inside ``mock_aws``. The API key secret holds ``API_KEY`` (the stack generates one)."""
+    stack = provision("scores", names=NAMES)
+    queue = stack.consumers()[SNAPSHOT_QUEUE]
+    secret_arn = stack.env()["API_KEY_SECRET_ARN"]
+    secrets = aws("secretsmanager")
+    secrets.put_secret_value(SecretId=secret_arn, SecretString=API_KEY)
+    return ScoresWorld(
+        aws("dynamodb"), aws("sqs"), secrets, queue.url, queue.arn, queue.dlq_url, secret_arn, stack
+    )
 
 
 def http_event(

@@ -17,11 +17,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from relay import untrusted_json
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import Response
+    from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from relay.errors import InvalidInput
 
 _JSON = "application/json"
@@ -176,3 +180,123 @@ def openapi_document(app: Any, *, title: str, version: str = "1.0.0") -> str:
         if "#/components/schemas/ValidationError" not in json.dumps(schema):
             components.pop("ValidationError", None)
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+class ErrorAnswers:
+    """The error answers of one API, all in its error model (``{"error", "message", "fields"}``):
+
+    * a ``RequestValidationError`` -> 400 ``ValidationError`` with field errors ("...; nothing was
+      stored" -- ``not_done`` says what was not done);
+    * a ``TransientError`` (a dependency throttled, timed out, failed) -> 503 with ``Retry-After``;
+    * each exception registered with ``answer`` -> its status and error code, its message as ``message``.
+
+    ``doc`` describes a response for the OpenAPI document in the same model."""
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        model: Any,
+        field_model: Any,
+        not_done: str = "nothing was stored",
+        unqualified: Collection[str] = ("body",),
+        strip_value_error: bool = False,
+    ) -> None:
+        from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+        from relay.errors import TransientError
+        from relay.observability import logger
+
+        self.app = app
+        self.model = model
+        self.field_model = field_model
+
+        def invalid(exc: RequestValidationError) -> Any:
+            pairs = field_errors(exc.errors(), unqualified=unqualified, strip_value_error=strip_value_error)
+            fields = [field_model(field=field, message=message) for field, message in pairs]
+            return self.response(400, "ValidationError", f"the request is invalid; {not_done}", fields)
+
+        def unavailable(exc: TransientError) -> Any:
+            logger().warning("dependency unavailable", extra={"error": str(exc)})
+            retry = {"Retry-After": "1"}
+            return self.response(
+                503, "ServiceUnavailable", "a dependency is unavailable; retry later", headers=retry
+            )
+
+        app.exception_handler(RequestValidationError)(invalid)
+        app.exception_handler(TransientError)(unavailable)
+
+    def response(
+        self,
+        status: int,
+        error: str,
+        message: str,
+        fields: list[Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response[dict[str, Any]]:
+        from aws_lambda_powertools.event_handler import Response
+
+        body = self.model(error=error, message=message, fields=fields).to_json_dict()
+        return Response(status_code=status, content_type=_JSON, body=body, headers=headers)
+
+    def answer(self, exception: type[Exception], status: int, error: str) -> None:
+        """Answer ``exception`` with ``status`` and ``error``; its text is the message."""
+        self.app.exception_handler(exception)(lambda exc: self.response(status, error, str(exc)))
+
+    def body_docs(
+        self, *, too_large: str, invalid: str = "Invalid request", not_done: str = "nothing stored"
+    ) -> dict[int, OpenAPIResponse]:
+        """The answers of a route that reads a JSON body (``screen_body`` and validation)."""
+        return {
+            400: self.doc(f"{invalid}: field-level errors (field `body` when it is not JSON), {not_done}"),
+            413: self.doc(too_large),
+            415: self.doc("Body that is not application/json (UTF-8)"),
+        }
+
+    def keyed_docs(self) -> dict[int, OpenAPIResponse]:
+        """The answers of a POST made safe to retry by an Idempotency-Key (``relay.request_keys``)."""
+        return {
+            422: self.doc("Idempotency-Key already used with a different body"),
+            503: self.doc("A dependency is unavailable; retry (with the same Idempotency-Key)"),
+        }
+
+    def doc(self, description: str, model: Any = None) -> OpenAPIResponse:
+        """An OpenAPI response: ``description``, in ``model`` (the error model by default)."""
+        return {"description": description, "content": {_JSON: {"model": model or self.model}}}
+
+
+LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def lambda_handler(app: Any, *, max_body_bytes: Callable[[], int]) -> LambdaHandler:
+    """The API's Lambda entry point: Powertools logging with the Lambda context and the request's
+    correlation id, then ``resolve`` -- the body screened before the resolver parses it: size first (a
+    huge body must not cost a parse), then Content-Type, base64, UTF-8 and JSON limits, each a 4xx."""
+    from aws_lambda_powertools.logging import correlation_paths
+
+    from relay.observability import logger
+
+    @logger().inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return resolve(app, event, context, max_body_bytes=max_body_bytes())
+
+    return handler
+
+
+def correlation_id(app: Any) -> str:
+    """The request's correlation id: the caller's ``x-correlation-id``, else API Gateway's request id."""
+    event = app.current_event
+    return str(event.headers.get("x-correlation-id") or event.request_context.request_id)
+
+
+def idempotency_key_header() -> Any:
+    """The ``Idempotency-Key`` request header parameter, as every API documents and validates it."""
+    from aws_lambda_powertools.event_handler.openapi.params import Header
+
+    return Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        pattern=r"^[\x21-\x7e]+$",
+        description="Client-chosen key (printable ASCII, at most 255 characters) that makes retries safe",
+    )

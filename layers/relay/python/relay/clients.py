@@ -1,18 +1,35 @@
-"""AWS clients for a function's runtime, created lazily (importing a handler stays cheap, and tests
+"""AWS clients for a function's wiring, created lazily (importing a handler stays cheap, and tests
 can set the environment and start ``mock_aws`` first).
 
 Standard retry mode retries throttling and 5xx a few times inside the SDK before the kernel's
 classification (and the SQS backoff) takes over. ``fast=True`` is for code that answers a caller with
-a short deadline (an API Destination gives up after 5 s): fail fast rather than let the SDK's retries
-outlast the caller.
+a short deadline (an API Destination gives up after 5 s, an authorizer runs inside API Gateway's
+timeout): fail fast rather than let the SDK's retries outlast the caller.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_secretsmanager import SecretsManagerClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
 
 
+@overload
+def aws_client(service: Literal["dynamodb"], *, fast: bool = False) -> DynamoDBClient: ...
+@overload
+def aws_client(service: Literal["s3"], *, fast: bool = False) -> S3Client: ...
+@overload
+def aws_client(service: Literal["sqs"], *, fast: bool = False) -> SQSClient: ...
+@overload
+def aws_client(service: Literal["sns"], *, fast: bool = False) -> SNSClient: ...
+@overload
+def aws_client(service: Literal["secretsmanager"], *, fast: bool = False) -> SecretsManagerClient: ...
 def aws_client(service: str, *, fast: bool = False) -> Any:
     import boto3
     from botocore.config import Config
@@ -21,24 +38,26 @@ def aws_client(service: str, *, fast: bool = False) -> Any:
         config = Config(retries={"mode": "standard", "max_attempts": 2}, connect_timeout=1, read_timeout=2)
     else:
         config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10)
-    return boto3.client(service, config=config)
+    return boto3.client(service, config=config)  # type: ignore[call-overload]
 
 
 class AwsClients:
-    """Lazily created, per-process clients; a service's ``Runtime`` subclasses it."""
+    """Lazily created, per-process clients; a service's wiring subclasses it."""
+
+    fast: bool = False
 
     @functools.cached_property
-    def ddb(self) -> Any:
-        return aws_client("dynamodb")
+    def ddb(self) -> DynamoDBClient:
+        return aws_client("dynamodb", fast=self.fast)
 
     @functools.cached_property
-    def s3(self) -> Any:
-        return aws_client("s3")
+    def s3(self) -> S3Client:
+        return aws_client("s3", fast=self.fast)
 
     @functools.cached_property
-    def sqs(self) -> Any:
-        return aws_client("sqs")
+    def sqs(self) -> SQSClient:
+        return aws_client("sqs", fast=self.fast)
 
     @functools.cached_property
-    def sns(self) -> Any:
-        return aws_client("sns")
+    def sns(self) -> SNSClient:
+        return aws_client("sns", fast=self.fast)

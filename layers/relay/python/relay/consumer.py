@@ -41,6 +41,7 @@ from relay.unwrap import envelope_from_sqs_record
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+    from relay.clients import AwsClients
     from relay.heartbeat import Heartbeat
 
 
@@ -328,3 +329,31 @@ class _LazyClient:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._factory(), name)
+
+
+LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def queue_handler[W: AwsClients](
+    wiring: Callable[[], W], handle: Callable[[W, Envelope, RecordContext], object]
+) -> LambdaHandler:
+    """The Lambda handler of a queue consumer: Powertools logging with the Lambda context, the
+    function's wiring (checked at cold start), and ``consume`` with ``handle(wiring, envelope, ctx)``
+    per record. The function's module stays one line of domain: which function handles a record."""
+    from relay.side_effects import register_lambda_context
+
+    log = logger()
+
+    @log.inject_lambda_context
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        wired = wiring()
+        # Lets Powertools idempotency expire an IN_PROGRESS record when this invocation times out.
+        register_lambda_context(context)
+
+        def one(envelope: Envelope, ctx: RecordContext) -> None:
+            handle(wired, envelope, ctx)
+
+        # RELAY_QUEUE_URL / RELAY_DLQ_URL belong to the queue consumer construct that invokes us.
+        return consume(event, context, one, settings=ConsumerSettings.from_env(), sqs_client=wired.sqs)
+
+    return handler

@@ -140,6 +140,36 @@ def commit_once(
     return CommitResult.APPLIED
 
 
+def already_processed(envelope: Envelope, *, table_name: str, ddb_client: Any) -> bool:
+    """Whether this event's processed-event marker exists: a cheap early exit for a redelivery, before
+    any read or call. It compares the payload hash the marker recorded, so a conflicting replay (same
+    eventId, other content) is a ``PayloadConflict`` here too -- the transaction would catch it, but an
+    early exit that only looked for the marker would acknowledge it as a plain duplicate. Correctness
+    never depends on it: the marker commits in the same transaction as the effect (``commit_once``)."""
+    item = ddb_client.get_item(
+        TableName=table_name,
+        Key={"id": {"S": marker_id(envelope.event_id)}},
+        ConsistentRead=True,
+        ProjectionExpression="id, payloadSha256",
+    ).get("Item")
+    if not item:
+        return False
+    stored = str(deserialize_item(item).get("payloadSha256", ""))
+    received = canonical_payload_sha256(envelope)
+    if stored and stored != received:
+        record_metric("PayloadConflict", event_type=envelope.event_type)
+        logger().error(
+            "payload conflict",
+            extra={"event_id": envelope.event_id, "stored_sha256": stored, "received_sha256": received},
+        )
+        raise PayloadConflict(
+            f"event {envelope.event_id} was already processed with a different payload "
+            f"(sha256 {stored[:12]}… stored, {received[:12]}… received); not applied. "
+            "Investigate the producer."
+        )
+    return True
+
+
 def apply_writes(writes: Sequence[BusinessWrite], *, ddb_client: Any) -> None:
     """The business writes in ONE ``TransactWriteItems`` WITHOUT a processed-event marker (an API
     request, not an event: its own idempotency is elsewhere). A write whose condition failed raises

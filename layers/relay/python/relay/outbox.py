@@ -13,10 +13,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay.envelope import Envelope
 from relay.idempotency import BusinessWrite, put, serialize_item
+
+if TYPE_CHECKING:
+    from relay.clients import AwsClients
 
 OUTBOX_KIND = "outbox"
 # Published rows are kept this long for inspection, then removed by DynamoDB TTL (expiresAt).
@@ -62,7 +65,7 @@ def outbox_write(
 def _default_client(service: str) -> Any:
     import boto3
 
-    return boto3.client(service)
+    return boto3.client(service)  # type: ignore[call-overload]  # the service is a parameter
 
 
 def sns_publisher(topic_arn: str, sns_client: Any = None) -> Callable[[Envelope, Mapping[str, Any]], None]:
@@ -186,3 +189,27 @@ def _table_from_stream_arn(record: Mapping[str, Any]) -> str:
         raise ValueError(
             f"cannot tell the outbox table from eventSourceARN {arn!r}; pass table_name="
         ) from None
+
+
+def outbox_handler[W: AwsClients](
+    wiring: Callable[[], W], *, topic_arn: Callable[[W], str], table_name: Callable[[W], str]
+) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The Lambda handler of a table's outbox publisher (the table stream's consumer): Powertools
+    logging with the Lambda context, the function's wiring (checked at cold start), and
+    ``publish_outbox_batch`` to ``topic_arn(wiring)`` marking rows in ``table_name(wiring)``."""
+    from relay.observability import logger
+
+    log = logger()
+
+    @log.inject_lambda_context
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        wired = wiring()
+        return publish_outbox_batch(
+            event,
+            topic_arn=topic_arn(wired),
+            sns_client=wired.sns,
+            ddb_client=wired.ddb,
+            table_name=table_name(wired),
+        )
+
+    return handler

@@ -1,22 +1,27 @@
-"""A function's configuration, read from its environment once and validated (every service's
-``settings.py`` subclasses ``FunctionSettings``).
+"""A function's configuration: ONE declaration that both the stack and the function read.
 
-Each function gets only the variables its own work needs, so a setting not every function of a
-service needs is optional in the model and asked for with ``settings.require("...")``, which names
-the missing environment variable instead of failing with a KeyError deep in a call. A bad value
-fails at the first use with every problem named by its variable::
+A service's ``settings.py`` declares its settings model (``FunctionSettings``: a field per setting,
+its environment variable the field's name in upper case) and, per function, a
+``FunctionEnvironment`` naming the settings that function needs::
 
     class Settings(FunctionSettings):
         SERVICE: ClassVar[str] = "orders"
-        ENV_NAMES: ClassVar[dict[str, str]] = {"orders_table": "ORDERS_TABLE", ...}
+        orders_table: str | None = None          # ORDERS_TABLE
+        http_timeout_seconds: float = 5.0        # HTTP_TIMEOUT_SECONDS
 
-        orders_table: str | None = None
+    INVENTORY = FunctionEnvironment(Settings, "inventory", required=("orders_table",))
+
+The stack builds the function's environment from it (``INVENTORY.environment(orders_table=...)``:
+synth fails on a missing, unknown or invalid setting), and the function checks it at cold start
+(``INVENTORY.load()``: every missing or invalid variable named at once), so a variable name is
+written once, in the field, and a function cannot start half-configured.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -31,32 +36,39 @@ class FunctionSettings(BaseModel):
 
     SERVICE: ClassVar[str] = "relay"
     """The service (and stack) name used in error messages."""
-    ENV_NAMES: ClassVar[dict[str, str]] = {}
-    """Field name -> environment variable."""
+
+    @staticmethod
+    def env_name(field: str) -> str:
+        """The environment variable of a field: its name in upper case."""
+        return field.upper()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        for field, name in cls.ENV_NAMES.items():
-            raw = env.get(name)
+        for field in cls.model_fields:
+            raw = env.get(cls.env_name(field))
             if raw is not None and raw.strip() != "":
                 values[field] = raw.strip()
+        return cls._validated(values, what=f"invalid {cls.SERVICE} configuration")
+
+    @classmethod
+    def _validated(cls, values: Mapping[str, Any], *, what: str) -> Self:
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
             problems = "; ".join(
-                f"{cls.ENV_NAMES.get(str(err['loc'][0]), err['loc'][0]) if err['loc'] else '?'}: {err['msg']}"
+                f"{cls.env_name(str(err['loc'][0])) if err['loc'] else '?'}: {err['msg']}"
                 for err in exc.errors()
             )
-            raise SettingsError(f"invalid {cls.SERVICE} configuration: {problems}") from None
+            raise SettingsError(f"{what}: {problems}") from None
 
     def require(self, field: str) -> str:
         """The value of an optional setting this function cannot work without."""
         value = getattr(self, field)
         if not value:
             raise SettingsError(
-                f"environment variable {self.ENV_NAMES[field]} is not set; this function needs it "
+                f"environment variable {self.env_name(field)} is not set; this function needs it "
                 f"(the {self.SERVICE} stack sets it -- check the function's configuration)."
             )
         return str(value)
@@ -69,3 +81,58 @@ def http_url(value: str | None, *, example: str, strip_slash: bool = True) -> st
     if not value.startswith(("https://", "http://")):
         raise ValueError(f"must be an http(s) URL, e.g. {example}")
     return value.rstrip("/") if strip_slash else value
+
+
+@dataclass(frozen=True)
+class FunctionEnvironment[S: FunctionSettings]:
+    """The settings one function needs: ``required`` must be set, ``optional`` may be (their
+    defaults live in the model). The stack and the function both read this one declaration."""
+
+    settings: type[S]
+    function: str
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in (*self.required, *self.optional) if f not in self.settings.model_fields]
+        if unknown:
+            raise SettingsError(
+                f"{self.label}: {', '.join(unknown)} are not {self.settings.SERVICE} settings"
+            )
+
+    @property
+    def label(self) -> str:
+        return f"the {self.settings.SERVICE} {self.function} function"
+
+    def environment(self, **values: object) -> dict[str, str]:
+        """The Lambda environment (for the stack): every required setting and any optional one, by
+        field name. Values the deployment resolves later (CDK tokens) are passed through unchecked."""
+        unknown = sorted(set(values) - {*self.required, *self.optional})
+        missing = sorted(set(self.required) - set(values))
+        if unknown or missing:
+            raise SettingsError(
+                f"{self.label}: "
+                + "; ".join(
+                    part
+                    for part in (
+                        f"not one of its settings: {', '.join(unknown)}" if unknown else "",
+                        f"missing required settings: {', '.join(missing)}" if missing else "",
+                    )
+                    if part
+                )
+            )
+        known = {k: v for k, v in values.items() if not (isinstance(v, str) and "${Token[" in v)}
+        self.settings._validated(known, what=f"invalid settings for {self.label}")
+        return {self.settings.env_name(field): str(value) for field, value in values.items()}
+
+    def load(self, environ: Mapping[str, str] | None = None) -> S:
+        """The function's settings, checked at cold start: every required variable set, every value
+        valid -- all problems named by variable in one error."""
+        settings = self.settings.from_env(environ)
+        missing = [self.settings.env_name(f) for f in self.required if getattr(settings, f) in (None, "")]
+        if missing:
+            raise SettingsError(
+                f"{self.label} cannot start: environment variable(s) {', '.join(missing)} not set "
+                f"(the {self.settings.SERVICE} stack sets them -- check the function's configuration)."
+            )
+        return settings

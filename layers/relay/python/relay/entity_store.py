@@ -1,0 +1,72 @@
+"""The data access every service's entity store shares (an operation, an order): the entity table
+(the entity's item, its outbox rows), the idempotency table (processed-event markers, client
+Idempotency-Keys) and one DynamoDB client. A service's store subclasses it and adds what only it
+knows: key shapes, attribute names, the entity's own writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from relay.envelope import Envelope
+from relay.idempotency import (
+    BusinessWrite,
+    CommitResult,
+    already_processed,
+    apply_writes,
+    commit_once,
+    deserialize_item,
+    serialize_item,
+)
+from relay.outbox import outbox_write
+from relay.request_keys import RequestKeys
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class EntityStore:
+    ENTITY: ClassVar[str]
+    """What the entity is called in messages ("operation", "order")."""
+    ID_ATTRIBUTE: ClassVar[str]
+    """The attribute holding its id ("operationId")."""
+    NEW_ONE: ClassVar[str]
+    """What a client asks for with a new Idempotency-Key ("a new payment")."""
+
+    def __init__(self, *, table_name: str, idempotency_table: str, ddb_client: DynamoDBClient) -> None:
+        self.table_name = table_name
+        self.idempotency_table = idempotency_table
+        self.ddb = ddb_client
+        self.request_keys = RequestKeys(
+            table_name=idempotency_table,
+            ddb_client=ddb_client,
+            entity=self.ENTITY,
+            id_attribute=self.ID_ATTRIBUTE,
+            retry_hint=self.NEW_ONE,
+        )
+
+    def read(self, key: Mapping[str, Any]) -> dict[str, Any] | None:
+        """One item of the entity table, read consistently: the consumers decide what to do from the
+        state they read, and a stale read would only cost a failed conditional write -- consistent
+        reads make that rare."""
+        item = self.ddb.get_item(TableName=self.table_name, Key=serialize_item(key), ConsistentRead=True).get(
+            "Item"
+        )
+        return deserialize_item(item) if item else None
+
+    def already_processed(self, envelope: Envelope) -> bool:
+        """Early exit for a redelivery (``relay.idempotency.already_processed``)."""
+        return already_processed(envelope, table_name=self.idempotency_table, ddb_client=self.ddb)
+
+    def commit_once(self, envelope: Envelope, writes: Sequence[BusinessWrite]) -> CommitResult:
+        """The writes and the processed-event marker in ONE transaction (``relay.idempotency``)."""
+        return commit_once(envelope, writes, table_name=self.idempotency_table, ddb_client=self.ddb)
+
+    def apply(self, writes: Sequence[BusinessWrite]) -> None:
+        """One transaction without a processed-event marker (an API request)."""
+        apply_writes(writes, ddb_client=self.ddb)
+
+    def outbox_row(self, event: Envelope, key: Mapping[str, str]) -> BusinessWrite:
+        """The outbox row of ``event`` in the entity table (published by the table stream)."""
+        return outbox_write(event, table_name=self.table_name, key=key)
