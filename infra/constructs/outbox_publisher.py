@@ -52,7 +52,7 @@ class OutboxPublisher(RelayFunction):
             construct_id,
             settings=settings,
             handler=handler,
-            environment={**(environment or {}), "EVENTS_TOPIC_ARN": topic.topic.topic_arn},
+            environment=environment,
             description=f"{table.node.id} stream → {topic.name} (outbox rows only)",
         )
         stream = defaults.OUTBOX_STREAM

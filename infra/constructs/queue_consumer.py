@@ -40,18 +40,20 @@ class QueueConsumer(RelayFunction):
         timeout: Duration | None = None,
         memory_mb: int | None = None,
         batch_size: int | None = None,
+        backoff_base_seconds: int | None = None,
         description: str | None = None,
     ) -> None:
+        # The kernel consumer's own settings (relay.consumer.ConsumerSettings); ``backoff_base_seconds``
+        # is the first delay of a transient failure's back-off (kernel default 2 s).
+        kernel = {"RELAY_QUEUE_URL": queue.queue.queue_url, "RELAY_DLQ_URL": queue.dlq.queue_url}
+        if backoff_base_seconds is not None:
+            kernel["RELAY_BACKOFF_BASE_SECONDS"] = str(backoff_base_seconds)
         super().__init__(
             scope,
             construct_id,
             settings=settings,
             handler=handler,
-            environment={
-                "RELAY_QUEUE_URL": queue.queue.queue_url,
-                "RELAY_DLQ_URL": queue.dlq.queue_url,
-                **(environment or {}),
-            },
+            environment={**kernel, **(environment or {})},
             timeout=timeout,
             memory_mb=memory_mb,
             description=description,

@@ -16,6 +16,7 @@ from typing import Any
 
 from aws_cdk import aws_apigatewayv2 as apigw
 from constructs import Construct
+from orders import settings as env
 
 # The fan-out contract, written once in functions/orders/ (standard library only): the handlers and
 # their moto tests deliver with the very same filters (`infra.stacks` puts functions/ on the path).
@@ -105,15 +106,15 @@ class OrdersStack(RelayStack):
 
         # Each function is told only of the tables it uses, and granted exactly those
         # (tests/infra/test_grants.py holds the two together).
-        orders_env = {"ORDERS_TABLE": orders.table_name}
-        inventory_env = {"INVENTORY_TABLE": inventory.table_name}
-        idempotency_env = {"IDEMPOTENCY_TABLE": idempotency.table_name}
+        # Each function's environment comes from its declaration in orders/settings.py, which the
+        # function checks at cold start: a variable's name is written there, once.
+        tables = {"orders_table": orders.table_name, "idempotency_table": idempotency.table_name}
         api_fn = RelayFunction(
             self,
             "Api",
             settings=functions,
             handler="orders.api.handler",
-            environment={**orders_env, **idempotency_env},
+            environment=env.API.environment(**tables),
             description="POST /orders, GET /orders/{orderId}, POST /orders/{orderId}/cancel",
         )
         orders.grant_read_write_data(api_fn.function)
@@ -142,20 +143,18 @@ class OrdersStack(RelayStack):
             table=orders,
             topic=topic,
             handler="orders.outbox_publisher.handler",
-            environment=orders_env,
+            environment=env.OUTBOX_PUBLISHER.environment(
+                orders_table=orders.table_name, events_topic_arn=topic.topic.topic_arn
+            ),
         )
 
-        webhook = {
-            "NOTIFY_WEBHOOK_URL": settings.notify_webhook_url,
-            "HTTP_TIMEOUT_SECONDS": str(settings.http_timeout_seconds),
-        }
         inventory_fn = QueueConsumer(
             self,
             "InventoryWorker",
             settings=functions,
             queue=inventory_q,
             handler="orders.inventory.handler",
-            environment={**orders_env, **inventory_env, **idempotency_env},
+            environment=env.INVENTORY.environment(**tables, inventory_table=inventory.table_name),
             description="OrderCreated / OrderCancelled → reserve / release stock exactly once",
         )
         notifier = QueueConsumer(
@@ -164,7 +163,11 @@ class OrdersStack(RelayStack):
             settings=functions,
             queue=notify_q,
             handler="orders.notifier.handler",
-            environment={**idempotency_env, **webhook},
+            environment=env.NOTIFIER.environment(
+                idempotency_table=idempotency.table_name,
+                notify_webhook_url=settings.notify_webhook_url,
+                http_timeout_seconds=settings.http_timeout_seconds,
+            ),
             description="customer notifications, once per event",
         )
         analytics = QueueConsumer(
@@ -173,7 +176,7 @@ class OrdersStack(RelayStack):
             settings=functions,
             queue=analytics_q,
             handler="orders.analytics.handler",
-            environment={"ANALYTICS_BUCKET": analytics_bucket.bucket_name},
+            environment=env.ANALYTICS.environment(analytics_bucket=analytics_bucket.bucket_name),
             description="every order event → one S3 object per eventId",
         )
         paid = QueueConsumer(
@@ -182,7 +185,7 @@ class OrdersStack(RelayStack):
             settings=functions,
             queue=paid_q,
             handler="orders.paid_orders.handler",
-            environment={**orders_env, **idempotency_env},
+            environment=env.PAID_ORDERS.environment(**tables),
             description="PaymentCompleted → order PAID once + OrderPaid",
         )
         # Analytics needs no marker: its S3 object per eventId, written only if absent, is the record.

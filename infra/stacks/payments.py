@@ -13,6 +13,7 @@ from typing import Any
 from aws_cdk import Duration
 from aws_cdk import aws_apigatewayv2 as apigw
 from constructs import Construct
+from payments import settings as env
 
 from infra.config import StageConfig
 from infra.constructs.buckets import PrivateBucket
@@ -117,12 +118,14 @@ class PaymentsStack(RelayStack):
             topic.subscribe(queue, filter_policy=allowlist_filter(spec), raw_delivery=ENVELOPED)
         self.topic = topic
 
+        # Each function's environment comes from its declaration in payments/settings.py, which the
+        # function checks at cold start: a variable's name is written there, once.
         common = {
-            "OPERATIONS_TABLE": operations.table_name,
-            "IDEMPOTENCY_TABLE": idempotency.table_name,
-            "PAYMENTS_BUCKET": bucket.bucket_name,
-            "TERMINAL_TTL_DAYS": str(settings.terminal_ttl_days),
-            "FAILED_TTL_DAYS": str(settings.failed_ttl_days),
+            "operations_table": operations.table_name,
+            "idempotency_table": idempotency.table_name,
+            "payments_bucket": bucket.bucket_name,
+            "terminal_ttl_days": settings.terminal_ttl_days,
+            "failed_ttl_days": settings.failed_ttl_days,
         }
 
         api_fn = RelayFunction(
@@ -130,7 +133,7 @@ class PaymentsStack(RelayStack):
             "Api",
             settings=functions,
             handler="payments.api.handler",
-            environment={**common, "MAX_BODY_BYTES": str(settings.max_body_bytes)},
+            environment=env.API.environment(**common, max_body_bytes=settings.max_body_bytes),
             description="POST /payments (202 + operationId), GET /operations/{operationId}",
         )
         operations.grant_read_write_data(api_fn.function)
@@ -161,7 +164,9 @@ class PaymentsStack(RelayStack):
             table=operations,
             topic=topic,
             handler="payments.outbox_publisher.handler",
-            environment={"OPERATIONS_TABLE": operations.table_name},
+            environment=env.OUTBOX_PUBLISHER.environment(
+                operations_table=operations.table_name, events_topic_arn=topic.topic.topic_arn
+            ),
         )
 
         worker = QueueConsumer(
@@ -171,13 +176,13 @@ class PaymentsStack(RelayStack):
             queue=requests_q,
             handler="payments.payment_worker.handler",
             timeout=Duration.seconds(60),
-            environment={
+            environment=env.PAYMENT_WORKER.environment(
                 **common,
-                "LEGACY_PAYMENTS_URL": settings.legacy_payments_url,
-                "LEGACY_TIMEOUT_SECONDS": str(settings.legacy_timeout_seconds),
-                "PAYMENT_MAX_AGE_SECONDS": str(settings.payment_max_age_seconds),
-                "PAYMENT_CHECK_BASE_DELAY_SECONDS": str(settings.payment_check_base_delay_seconds),
-            },
+                legacy_payments_url=settings.legacy_payments_url,
+                legacy_timeout_seconds=settings.legacy_timeout_seconds,
+                payment_max_age_seconds=settings.payment_max_age_seconds,
+                payment_check_base_delay_seconds=settings.payment_check_base_delay_seconds,
+            ),
             description="PaymentRequested → legacy payment system → PAYMENT_COMPLETED / FAILED",
         )
         # The worker re-checks "accepted, still processing" payments with delayed messages to itself.
@@ -188,7 +193,7 @@ class PaymentsStack(RelayStack):
             settings=functions,
             queue=post_q,
             handler="payments.post_processor.handler",
-            environment=common,
+            environment=env.POST_PROCESSOR.environment(**common),
             description="PaymentCompleted → invoice input → INVOICE_PENDING + InvoiceRequested",
         )
         invoicer = QueueConsumer(
@@ -198,11 +203,11 @@ class PaymentsStack(RelayStack):
             queue=invoice_q,
             handler="payments.invoice_worker.handler",
             timeout=Duration.seconds(60),
-            environment={
+            environment=env.INVOICE_WORKER.environment(
                 **common,
-                "INVOICE_API_URL": settings.invoice_api_url,
-                "LEGACY_TIMEOUT_SECONDS": str(settings.legacy_timeout_seconds),
-            },
+                invoice_api_url=settings.invoice_api_url,
+                legacy_timeout_seconds=settings.legacy_timeout_seconds,
+            ),
             description="InvoiceRequested → invoice API → COMPLETED + OperationCompleted",
         )
         for consumer in (worker, post, invoicer):

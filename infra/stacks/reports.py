@@ -11,6 +11,7 @@ from typing import Any
 
 from aws_cdk import CfnOutput
 from constructs import Construct
+from reports import settings as env
 
 from infra.config import StageConfig
 from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
@@ -78,14 +79,15 @@ class ReportsStack(RelayStack):
             settings=functions,
             queue=verifier_q,
             handler="reports.verifier.handler",
-            environment={
-                "VERIFICATIONS_TABLE": self.verifications.table_name,
-                "IDEMPOTENCY_TABLE": idempotency.table_name,
-                "REPORT_API_URL": settings.report_api_url,
-                "VERIFY_MAX_AGE_SECONDS": str(settings.verify_max_age_seconds),
-                "HTTP_TIMEOUT_SECONDS": str(settings.http_timeout_seconds),
-                "RELAY_BACKOFF_BASE_SECONDS": str(VERIFIER_BACKOFF_BASE_SECONDS),
-            },
+            # Each function's environment comes from its declaration in reports/settings.py.
+            environment=env.VERIFIER.environment(
+                verifications_table=self.verifications.table_name,
+                idempotency_table=idempotency.table_name,
+                report_api_url=settings.report_api_url,
+                verify_max_age_seconds=settings.verify_max_age_seconds,
+                http_timeout_seconds=settings.http_timeout_seconds,
+            ),
+            backoff_base_seconds=VERIFIER_BACKOFF_BASE_SECONDS,
             description="ReportGenerated → read back from the public API → VERIFIED / MISMATCH / UNREACHABLE",
         )
         self.verifications.grant_read_write_data(verifier.function)
@@ -97,11 +99,11 @@ class ReportsStack(RelayStack):
             settings=functions,
             queue=notify_q,
             handler="reports.notifier.handler",
-            environment={
-                "IDEMPOTENCY_TABLE": idempotency.table_name,
-                "NOTIFY_WEBHOOK_URL": settings.notify_webhook_url,
-                "HTTP_TIMEOUT_SECONDS": str(settings.http_timeout_seconds),
-            },
+            environment=env.NOTIFIER.environment(
+                idempotency_table=idempotency.table_name,
+                notify_webhook_url=settings.notify_webhook_url,
+                http_timeout_seconds=settings.http_timeout_seconds,
+            ),
             description="ReportGenerated → report-ready webhook, once per report",
         )
         idempotency.grant_read_write_data(notifier.function)

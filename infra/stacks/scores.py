@@ -17,6 +17,7 @@ from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+from scores import settings as env
 
 from infra.config import StageConfig
 from infra.constructs.function import RelayFunction
@@ -79,7 +80,8 @@ class ScoresStack(RelayStack):
             "Authorizer",
             settings=functions,
             handler="scores.authorizer.handler",
-            environment={"API_KEY_SECRET_ARN": self.api_key.secret_arn},
+            # Each function's environment comes from its declaration in scores/settings.py.
+            environment=env.AUTHORIZER.environment(api_key_secret_arn=self.api_key.secret_arn),
             timeout=Duration.seconds(5),
             description="API-key Lambda authorizer for POST /score-snapshots",
         )
@@ -89,10 +91,9 @@ class ScoresStack(RelayStack):
             "Api",
             settings=functions,
             handler="scores.api.handler",
-            environment={
-                "SCORES_TABLE": scores.table_name,
-                "SNAPSHOT_QUEUE_URL": snapshot_q.queue.queue_url,
-            },
+            environment=env.API.environment(
+                scores_table=scores.table_name, snapshot_queue_url=snapshot_q.queue.queue_url
+            ),
             timeout=Duration.seconds(5),
             description="POST /score-snapshots (202, enqueue) and GET /agents/{agentId}/scores",
         )
@@ -125,11 +126,11 @@ class ScoresStack(RelayStack):
             queue=snapshot_q,
             handler="scores.snapshot_worker.handler",
             timeout=Duration.seconds(120),
-            environment={
-                "SCORES_TABLE": scores.table_name,
-                "VERIFICATIONS_TABLE": verifications.table_name,
-                "IDEMPOTENCY_TABLE": idempotency.table_name,
-            },
+            environment=env.SNAPSHOT_WORKER.environment(
+                scores_table=scores.table_name,
+                verifications_table=verifications.table_name,
+                idempotency_table=idempotency.table_name,
+            ),
             description="ScoreSnapshotDue → one snapshot per agent for that hour",
         )
         scores.grant_read_write_data(worker.function)
