@@ -17,6 +17,7 @@ Every step follows the same rules (the seed notes' four failure windows):
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,7 +36,7 @@ from payments.operations import (
     parse_iso,
     plan_transition,
 )
-from payments.settings import MAX_SQS_DELAY_SECONDS
+from payments.settings import MAX_SQS_DELAY_SECONDS, Settings
 from payments.store import status_of
 from relay.backoff import backoff_delay
 from relay.claim_check import get_json, put_json
@@ -75,22 +76,45 @@ POST_PROCESSING_DONE = frozenset({Status.INVOICE_PENDING, Status.COMPLETED})
 INVOICE_DONE = frozenset({Status.COMPLETED})
 
 
-class StepSettings(Protocol):
-    @property
-    def terminal_ttl_days(self) -> int: ...
-    @property
-    def failed_ttl_days(self) -> int: ...
-    @property
-    def payment_max_age_seconds(self) -> int: ...
-    @property
-    def payment_check_base_delay_seconds(self) -> int: ...
+StepBody = Callable[..., None]
+"""A step's body: ``(envelope, ctx, deps, operation, **options)``."""
+StepCall = Callable[..., None]
+"""A step as the handlers call it: ``(envelope, ctx, deps, **options)``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepRule:
+    """Which events a step handles, where it is already done, and which states it runs from."""
+
+    event_types: tuple[str, ...]
+    step: str
+    done: frozenset[Status]
+    runs_from: frozenset[Status]
+
+
+PAYMENT_STEP = StepRule(
+    (PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE),
+    "payment step",
+    PAYMENT_DONE,
+    frozenset({Status.PENDING, Status.PAYMENT_PROCESSING}),
+)
+POST_PROCESSING_STEP = StepRule(
+    (PAYMENT_COMPLETED,),
+    "post-processing",
+    POST_PROCESSING_DONE,
+    frozenset({Status.PAYMENT_COMPLETED, Status.POST_PROCESSING}),
+)
+INVOICE_STEP = StepRule(
+    (INVOICE_REQUESTED,), "invoice step", INVOICE_DONE, frozenset({Status.INVOICE_PENDING})
+)
 
 
 class StepDeps(Protocol):
-    """What the steps use (``payments.wiring.Wiring`` provides it; tests may pass their own)."""
+    """What the steps use (``payments.wiring.Wiring`` provides it; tests may pass their own): the
+    settings, the store, S3 and the claim-check bucket, the legacy system and the invoice API."""
 
     @property
-    def settings(self) -> StepSettings: ...
+    def settings(self) -> Settings: ...
     @property
     def store(self) -> OperationStore: ...
     @property
@@ -130,6 +154,42 @@ def _load(deps: StepDeps, operation_id: str, envelope: Envelope) -> Operation:
         raise UnknownOperation(
             f"event {envelope.event_id} ({envelope.event_type}) names operation {operation_id}, which does "
             "not exist (never created, or expired). Parked."
+        )
+    return operation
+
+
+def runs(rule: StepRule) -> Callable[[StepBody], StepCall]:
+    """A step's entry: ``_begin`` decides whether (and on which operation) the body runs."""
+
+    def wrap(body: StepBody) -> StepCall:
+        @functools.wraps(body)
+        def step(envelope: Envelope, ctx: RecordContext, deps: StepDeps, **options: Any) -> None:
+            operation = _begin(envelope, deps, rule)
+            if operation is not None:
+                body(envelope, ctx, deps, operation, **options)
+
+        return step
+
+    return wrap
+
+
+def _begin(envelope: Envelope, deps: StepDeps, rule: StepRule) -> Operation | None:
+    """How every step starts: the operation the event names, or None when the delivery is
+    acknowledged without effect (already processed, or the step is already done). An operation in a
+    state the step cannot run from is an IllegalTransition: parked with the reason."""
+    step, done, runs_from = rule.step, rule.done, rule.runs_from
+    operation_id = _expect(envelope, *rule.event_types)
+    if deps.store.already_processed(envelope):
+        _skip(envelope, None, "event already processed")
+        return None
+    operation = _load(deps, operation_id, envelope)
+    if operation.status in done:
+        _skip(envelope, operation, f"{step} already done")
+        return None
+    if operation.status not in runs_from:
+        raise IllegalTransition(
+            f"operation {operation_id} is {operation.status}; {envelope.event_type} expects "
+            f"{' or '.join(sorted(runs_from))}, the {step} cannot run. Not applied."
         )
     return operation
 
@@ -192,6 +252,24 @@ def _commit(deps: StepDeps, envelope: Envelope, writes: list[BusinessWrite], ope
     )
 
 
+def _commit_step(
+    deps: StepDeps,
+    envelope: Envelope,
+    operation: Operation,
+    plan: TransitionPlan,
+    event: Envelope,
+    *,
+    done: frozenset[Status],
+) -> None:
+    """A step's outcome: the transition, the next event's outbox row and the marker, in ONE
+    transaction (a failed condition is explained by ``on_stale`` against ``done``)."""
+    writes = [
+        deps.store.transition_write(plan, on_condition_failed=on_stale(plan, done)),
+        deps.store.outbox_write(operation.operation_id, event),
+    ]
+    _commit(deps, envelope, writes, operation)
+
+
 def _event(
     event_type: str,
     operation: Operation,
@@ -233,15 +311,7 @@ def _fail(
     failed = _event(
         PAYMENT_FAILED, operation, envelope, "payment-failed", payload={"code": code, "reason": message}
     )
-    _commit(
-        deps,
-        envelope,
-        [
-            deps.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
-            deps.store.outbox_write(operation.operation_id, failed),
-        ],
-        operation,
-    )
+    _commit_step(deps, envelope, operation, plan, failed, done=PAYMENT_DONE)
     logger().warning("payment failed", extra={"operation_id": operation.operation_id, "code": code})
 
 
@@ -275,23 +345,18 @@ def legacy_request(operation: Operation, request: Mapping[str, Any]) -> dict[str
     return body
 
 
+@runs(PAYMENT_STEP)
 def process_payment(
-    envelope: Envelope, ctx: RecordContext, deps: StepDeps, *, now: datetime | None = None
+    envelope: Envelope,
+    ctx: RecordContext,
+    deps: StepDeps,
+    operation: Operation,
+    *,
+    now: datetime | None = None,
 ) -> None:
     """PaymentRequested / PaymentStatusCheckDue -> call the legacy system -> PAYMENT_COMPLETED, FAILED,
     or a delayed status check."""
-    operation_id = _expect(envelope, PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE)
-    if deps.store.already_processed(envelope):
-        _skip(envelope, None, "event already processed")
-        return
-    operation = _load(deps, operation_id, envelope)
-    if operation.status in PAYMENT_DONE:
-        _skip(envelope, operation, "payment step already done")
-        return
-    if operation.status not in (Status.PENDING, Status.PAYMENT_PROCESSING):
-        raise IllegalTransition(
-            f"operation {operation_id} is {operation.status}; the payment step cannot run"
-        )
+    operation_id = operation.operation_id
 
     # Read (and verify) the claim check BEFORE changing state: a tampered request is parked while
     # the operation still shows where it stopped.
@@ -327,15 +392,7 @@ def process_payment(
             claim_check=result_ref,
             ids={"paymentRef": outcome.payment_ref} if outcome.payment_ref else None,
         )
-        _commit(
-            deps,
-            envelope,
-            [
-                deps.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
-                deps.store.outbox_write(operation_id, completed),
-            ],
-            operation,
-        )
+        _commit_step(deps, envelope, operation, plan, completed, done=PAYMENT_DONE)
         return
 
     if outcome.status is LegacyStatus.REJECTED:
@@ -452,21 +509,10 @@ def invoice_input(
     return document
 
 
-def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps) -> None:
+@runs(POST_PROCESSING_STEP)
+def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation) -> None:
     """PaymentCompleted -> POST_PROCESSING -> invoice input in S3 -> INVOICE_PENDING + InvoiceRequested."""
-    operation_id = _expect(envelope, PAYMENT_COMPLETED)
-    if deps.store.already_processed(envelope):
-        _skip(envelope, None, "event already processed")
-        return
-    operation = _load(deps, operation_id, envelope)
-    if operation.status in POST_PROCESSING_DONE:
-        _skip(envelope, operation, "post-processing already done")
-        return
-    if operation.status not in (Status.PAYMENT_COMPLETED, Status.POST_PROCESSING):
-        raise IllegalTransition(
-            f"operation {operation_id} is {operation.status}; PaymentCompleted expects "
-            "PAYMENT_COMPLETED. Not applied."
-        )
+    operation_id = operation.operation_id
     result_ref = envelope.claim_check or operation.result_ref
     if result_ref is None:
         raise InvalidInput(f"event {envelope.event_id} (PaymentCompleted) carries no result claim check")
@@ -488,15 +534,7 @@ def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps) -> None
     )
     plan = plan_transition(operation, Status.INVOICE_PENDING, invoice_input_ref=ref)
     requested = _event(INVOICE_REQUESTED, operation, envelope, "invoice-requested", claim_check=ref)
-    _commit(
-        deps,
-        envelope,
-        [
-            deps.store.transition_write(plan, on_condition_failed=on_stale(plan, POST_PROCESSING_DONE)),
-            deps.store.outbox_write(operation_id, requested),
-        ],
-        operation,
-    )
+    _commit_step(deps, envelope, operation, plan, requested, done=POST_PROCESSING_DONE)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -504,21 +542,10 @@ def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps) -> None
 # -------------------------------------------------------------------------------------------------
 
 
-def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps) -> None:
+@runs(INVOICE_STEP)
+def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation) -> None:
     """InvoiceRequested -> invoice API (once) -> COMPLETED + OperationCompleted."""
-    operation_id = _expect(envelope, INVOICE_REQUESTED)
-    if deps.store.already_processed(envelope):
-        _skip(envelope, None, "event already processed")
-        return
-    operation = _load(deps, operation_id, envelope)
-    if operation.status in INVOICE_DONE:
-        _skip(envelope, operation, "invoice already issued")
-        return
-    if operation.status is not Status.INVOICE_PENDING:
-        raise IllegalTransition(
-            f"operation {operation_id} is {operation.status}; InvoiceRequested expects "
-            "INVOICE_PENDING. Not applied."
-        )
+    operation_id = operation.operation_id
     ref = envelope.claim_check or operation.invoice_input_ref
     if ref is None:
         raise InvalidInput(
@@ -544,12 +571,4 @@ def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps) -> Non
         "operation-completed",
         payload={"invoiceId": invoice_id, "paymentRef": operation.payment_ref},
     )
-    _commit(
-        deps,
-        envelope,
-        [
-            deps.store.transition_write(plan, on_condition_failed=on_stale(plan, INVOICE_DONE)),
-            deps.store.outbox_write(operation_id, completed),
-        ],
-        operation,
-    )
+    _commit_step(deps, envelope, operation, plan, completed, done=INVOICE_DONE)

@@ -9,13 +9,14 @@ changed in the handler tests too. The functions' environment comes from the temp
 (``StackWorld.env``), resolved by the provisioner; the worlds override only what points outside AWS
 (the fakes' URLs) and the test knobs.
 
-The templates come from an in-process-equivalent synth of the app (``infra.app_builder.build_app``,
-dev stage, cdk-nag off, asset bundling skipped) run once in a subprocess and cached under
-``.pytest_cache/relay-assemblies/<key>``, where the key is a hash of every source the app is built
-from (``local.templates.SOURCE_PATHS``, by content) and of the CDK library's version: a session
-whose sources are unchanged reuses the cached assembly, any change synthesizes again. ``cdk.out`` is
-not used: its freshness can only be guessed from mtimes, and ``make synth STAGE=prod`` writes another
-stage into it.
+The templates come from a synth of the app as the infra tests build it (``build_app``: the stage
+cdk.json names, cdk-nag off, the Relay guards on, asset bundling skipped), run in a subprocess and
+cached under ``.pytest_cache/relay-assemblies/<key>``; the key hashes every source the app is built
+from (``local.templates.SOURCE_PATHS``, by content) and the CDK library's version, so a session with
+unchanged sources reuses the assembly and any change synthesizes again (~7-12 s). ``cdk.out`` is not
+used: its freshness can only be guessed from mtimes, and ``make synth STAGE=prod`` writes another
+stage into it. ``RELAY_TEST_ASSEMBLY=<dir>`` uses a given assembly instead, unchecked (for a moment
+when the infra does not synthesize).
 """
 
 from __future__ import annotations
@@ -201,9 +202,7 @@ class StackWorld:
 
     def function(self, handler: str) -> FunctionSpec:
         """The service's function whose handler is ``handler`` ("payments.api.handler")."""
-        found = [
-            f for f in self.topology.functions.values() if f.handler == handler and f.stack == self.stack
-        ]
+        found = [f for f in self._functions() if f.handler == handler]
         if len(found) != 1:
             raise LookupError(f"{self.stack}: {len(found)} functions with handler {handler}")
         return found[0]
@@ -344,9 +343,9 @@ def provision(
 
     ``names``: a physical name for the resource a function variable refers to ({"ORDERS_TABLE":
     "orders-orders"}), for a test that spells a name out, or needs to know one the stack leaves to
-    CloudFormation. Every reference to it (other functions' variables, policies) follows."""
+    CloudFormation. What refers to it by Ref or GetAtt (other functions' variables, policies) follows."""
+    stacks = _named(service, tuple(sorted((names or {}).items())))  # synthesizes, first time
     started = time.perf_counter()
-    stacks = _named(service, tuple(sorted((names or {}).items())))
     topology = Provisioner(None, assembly(), clients=aws).provision(stacks)
     COSTS["provision"] += time.perf_counter() - started
     COSTS["worlds"] += 1
