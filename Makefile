@@ -17,7 +17,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff clean
+.PHONY: openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -108,6 +108,10 @@ checkov: synth $(CHECKOV_VENV)/.installed ## checkov every synthesized template 
 	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f cdk.out/*.template.json
 	@skipped="$$(sed -nE 's/^  - (CKV[A-Z0-9_]+).*/\1/p' .checkov.yaml | paste -sd ' ')"; \
 	  echo "checkov: $$(wc -w <<<"$$skipped") checks skipped for the whole app (skip-check in .checkov.yaml, each with its reason): $$skipped"
+
+openapi: $(BIN)/.installed ## regenerate the checked-in OpenAPI documents (functions/<service>/openapi.json) from the APIs
+	for svc in orders payments scores; do \
+	  PYTHONPATH=layers/relay/python:functions $(BIN)/python -m $$svc.handlers.api > functions/$$svc/openapi.json || exit 1; done
 
 pytest: $(BIN)/.installed ## run the whole pytest suite
 	$(BIN)/python -m pytest -q

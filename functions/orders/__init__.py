@@ -1,11 +1,14 @@
 """The orders service: SNS fan-out of order events (the fan-out seed note's system).
 
-One module per Lambda entry point, each thin: ``api`` (POST /orders, GET /orders/{id}, cancel),
-``outbox_publisher`` (orders-table stream -> SNS ``order-events``), and the consumers ``inventory``
-(reserve / release stock once per order), ``notifier`` (customer webhook once per event),
-``analytics`` (one S3 object per eventId) and ``paid_orders`` (PaymentCompleted from payments ->
-order PAID). The domain lives in ``intake`` (the HTTP side), ``steps`` (inventory and paid orders),
-``notification`` and ``archive``; the state machine in ``orders``; ``store`` is the only module that
-knows table attribute names; ``subscriptions`` is the fan-out contract (event types and filter
-policies) that the CDK stack imports too.
+Layers, each in its own place:
+
+* entry points -- ``handlers/``: ``api`` (POST /orders, GET /orders/{id}, cancel), ``outbox_publisher``
+  (orders-table stream -> SNS ``order-events``), and the consumers ``inventory``, ``notifier``,
+  ``analytics`` and ``paid_orders``: thin, one call into the domain each;
+* domain -- ``intake`` (the HTTP side), ``fulfilment`` (what happens to a placed order: stock reserved
+  or released, a payment applied), ``notification``, ``archive``; the state machine in ``orders``;
+* data access -- ``store``, the only module that knows table attribute names;
+* contract -- ``subscriptions`` (event types and filter policies; the CDK stack imports it too) and
+  ``models`` (the API);
+* wiring -- ``settings`` and ``wiring``.
 """

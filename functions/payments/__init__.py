@@ -1,7 +1,12 @@
 """The payments service: the asynchronous operation pipeline (202 + operationId).
 
-One module per Lambda entry point (``api``, ``outbox_publisher``, ``payment_worker``,
-``post_processor``, ``invoice_worker``), each thin; the domain lives in ``intake`` (the HTTP side)
-and ``steps`` (the consumers), the state machine in ``operations``, and ``store`` is the only module
-that knows table attribute names.
+Layers, each in its own place:
+
+* entry points -- ``handlers/`` (``api``, ``outbox_publisher``, ``payment_worker``, ``post_processor``,
+  ``invoice_worker``): thin, one call into the domain each;
+* domain -- ``intake`` (the HTTP side), ``steps`` (the payment, post-processing and invoice steps of an
+  operation), the state machine in ``operations``, the API contract in ``models``;
+* data access and partners -- ``store`` (the only module that knows table attribute names),
+  ``legacy`` and ``invoices`` (the external HTTP systems);
+* wiring -- ``settings`` (what each function's environment holds) and ``wiring`` (clients, stores).
 """

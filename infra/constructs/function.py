@@ -66,7 +66,7 @@ class FunctionSettings:
 
 
 class RelayFunction(Construct):
-    """`RelayFunction(self, "Api", settings=functions, handler="payments.api.handler")`."""
+    """`RelayFunction(self, "Api", settings=functions, handler="payments.handlers.api.handler")`."""
 
     def __init__(
         self,

@@ -113,7 +113,7 @@ class OrdersStack(RelayStack):
             self,
             "Api",
             settings=functions,
-            handler="orders.api.handler",
+            handler="orders.handlers.api.handler",
             environment=env.API.environment(**tables),
             description="POST /orders, GET /orders/{orderId}, POST /orders/{orderId}/cancel",
         )
@@ -142,7 +142,7 @@ class OrdersStack(RelayStack):
             queues=queues,
             table=orders,
             topic=topic,
-            handler="orders.outbox_publisher.handler",
+            handler="orders.handlers.outbox_publisher.handler",
             environment=env.OUTBOX_PUBLISHER.environment(
                 orders_table=orders.table_name, events_topic_arn=topic.topic.topic_arn
             ),
@@ -153,7 +153,7 @@ class OrdersStack(RelayStack):
             "InventoryWorker",
             settings=functions,
             queue=inventory_q,
-            handler="orders.inventory.handler",
+            handler="orders.handlers.inventory.handler",
             environment=env.INVENTORY.environment(**tables, inventory_table=inventory.table_name),
             description="OrderCreated / OrderCancelled → reserve / release stock exactly once",
         )
@@ -162,7 +162,7 @@ class OrdersStack(RelayStack):
             "Notifier",
             settings=functions,
             queue=notify_q,
-            handler="orders.notifier.handler",
+            handler="orders.handlers.notifier.handler",
             environment=env.NOTIFIER.environment(
                 idempotency_table=idempotency.table_name,
                 notify_webhook_url=settings.notify_webhook_url,
@@ -175,7 +175,7 @@ class OrdersStack(RelayStack):
             "AnalyticsWriter",
             settings=functions,
             queue=analytics_q,
-            handler="orders.analytics.handler",
+            handler="orders.handlers.analytics.handler",
             environment=env.ANALYTICS.environment(analytics_bucket=analytics_bucket.bucket_name),
             description="every order event → one S3 object per eventId",
         )
@@ -184,7 +184,7 @@ class OrdersStack(RelayStack):
             "PaidOrders",
             settings=functions,
             queue=paid_q,
-            handler="orders.paid_orders.handler",
+            handler="orders.handlers.paid_orders.handler",
             environment=env.PAID_ORDERS.environment(**tables),
             description="PaymentCompleted → order PAID once + OrderPaid",
         )

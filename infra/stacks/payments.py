@@ -132,7 +132,7 @@ class PaymentsStack(RelayStack):
             self,
             "Api",
             settings=functions,
-            handler="payments.api.handler",
+            handler="payments.handlers.api.handler",
             environment=env.API.environment(**common, max_body_bytes=settings.max_body_bytes),
             description="POST /payments (202 + operationId), GET /operations/{operationId}",
         )
@@ -163,7 +163,7 @@ class PaymentsStack(RelayStack):
             queues=queues,
             table=operations,
             topic=topic,
-            handler="payments.outbox_publisher.handler",
+            handler="payments.handlers.outbox_publisher.handler",
             environment=env.OUTBOX_PUBLISHER.environment(
                 operations_table=operations.table_name, events_topic_arn=topic.topic.topic_arn
             ),
@@ -174,7 +174,7 @@ class PaymentsStack(RelayStack):
             "PaymentWorker",
             settings=functions,
             queue=requests_q,
-            handler="payments.payment_worker.handler",
+            handler="payments.handlers.payment_worker.handler",
             timeout=Duration.seconds(60),
             environment=env.PAYMENT_WORKER.environment(
                 **common,
@@ -192,7 +192,7 @@ class PaymentsStack(RelayStack):
             "PostProcessor",
             settings=functions,
             queue=post_q,
-            handler="payments.post_processor.handler",
+            handler="payments.handlers.post_processor.handler",
             environment=env.POST_PROCESSOR.environment(**common),
             description="PaymentCompleted → invoice input → INVOICE_PENDING + InvoiceRequested",
         )
@@ -201,7 +201,7 @@ class PaymentsStack(RelayStack):
             "InvoiceWorker",
             settings=functions,
             queue=invoice_q,
-            handler="payments.invoice_worker.handler",
+            handler="payments.handlers.invoice_worker.handler",
             timeout=Duration.seconds(60),
             environment=env.INVOICE_WORKER.environment(
                 **common,

@@ -78,7 +78,7 @@ class ReportsStack(RelayStack):
             "Verifier",
             settings=functions,
             queue=verifier_q,
-            handler="reports.verifier.handler",
+            handler="reports.handlers.verifier.handler",
             # Each function's environment comes from its declaration in reports/settings.py.
             environment=env.VERIFIER.environment(
                 verifications_table=self.verifications.table_name,
@@ -98,7 +98,7 @@ class ReportsStack(RelayStack):
             "Notifier",
             settings=functions,
             queue=notify_q,
-            handler="reports.notifier.handler",
+            handler="reports.handlers.notifier.handler",
             environment=env.NOTIFIER.environment(
                 idempotency_table=idempotency.table_name,
                 notify_webhook_url=settings.notify_webhook_url,

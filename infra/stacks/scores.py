@@ -79,7 +79,7 @@ class ScoresStack(RelayStack):
             self,
             "Authorizer",
             settings=functions,
-            handler="scores.authorizer.handler",
+            handler="scores.handlers.authorizer.handler",
             # Each function's environment comes from its declaration in scores/settings.py.
             environment=env.AUTHORIZER.environment(api_key_secret_arn=self.api_key.secret_arn),
             timeout=Duration.seconds(5),
@@ -90,7 +90,7 @@ class ScoresStack(RelayStack):
             self,
             "Api",
             settings=functions,
-            handler="scores.api.handler",
+            handler="scores.handlers.api.handler",
             environment=env.API.environment(
                 scores_table=scores.table_name, snapshot_queue_url=snapshot_q.queue.queue_url
             ),
@@ -124,7 +124,7 @@ class ScoresStack(RelayStack):
             "SnapshotWorker",
             settings=functions,
             queue=snapshot_q,
-            handler="scores.snapshot_worker.handler",
+            handler="scores.handlers.snapshot_worker.handler",
             timeout=Duration.seconds(120),
             environment=env.SNAPSHOT_WORKER.environment(
                 scores_table=scores.table_name,

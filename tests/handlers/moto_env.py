@@ -53,7 +53,7 @@ class Aws:
 
 # The kernel is exercised where the stacks run it: a queue a function consumes (with the DLQ its
 # redrive policy and RELAY_DLQ_URL point at) and that function's idempotency table.
-CONSUMER = ("reports", "reports.notifier.handler")
+CONSUMER = ("reports", "reports.handlers.notifier.handler")
 
 
 @contextmanager

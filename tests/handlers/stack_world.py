@@ -201,7 +201,7 @@ class StackWorld:
     # functions and their environment -------------------------------------------------------------
 
     def function(self, handler: str) -> FunctionSpec:
-        """The service's function whose handler is ``handler`` ("payments.api.handler")."""
+        """The service's function whose handler is ``handler`` ("payments.handlers.api.handler")."""
         found = [f for f in self._functions() if f.handler == handler]
         if len(found) != 1:
             raise LookupError(f"{self.stack}: {len(found)} functions with handler {handler}")

@@ -139,7 +139,7 @@ def test_verifier_retries_outlast_the_maximum_age_before_redrive(reports, app_te
     (verifier,) = [
         f
         for f in _of(reports, "AWS::Lambda::Function").values()
-        if f["Handler"] == "reports.verifier.handler"
+        if f["Handler"] == "reports.handlers.verifier.handler"
     ]
     env = verifier["Environment"]["Variables"]
     assert int(env["RELAY_BACKOFF_BASE_SECONDS"]) == VERIFIER_BACKOFF_BASE_SECONDS

@@ -44,7 +44,7 @@ def test_each_function_environment_is_exactly_its_declaration(
             handler = properties.get("Handler", "")
             if not handler.endswith(".handler") or "." not in handler.removesuffix(".handler"):
                 continue  # a CDK-provided function (log retention, bucket notifications), not ours
-            service, module = handler.removesuffix(".handler").split(".", 1)
+            service, *_, module = handler.removesuffix(".handler").split(".")
             variables = set((properties.get("Environment") or {}).get("Variables", {}))
             service_vars = {v for v in variables if not v.startswith("POWERTOOLS_") and v not in KERNEL}
             matching = [

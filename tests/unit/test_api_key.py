@@ -30,7 +30,7 @@ class FakeSecrets:
 
 
 def api_key(secrets: Any, now: list[float]) -> Any:
-    from scores.authorizer import ApiKey
+    from scores.handlers.authorizer import ApiKey
 
     return ApiKey(SECRET_ARN, secrets_client=secrets, refresh_seconds=60, clock=lambda: now[0])
 
@@ -44,7 +44,7 @@ def throttled() -> ClientError:
 def test_a_secret_without_a_text_key_is_an_error_naming_the_secret_and_is_not_cached(
     response: dict[str, Any],
 ) -> None:
-    from scores.authorizer import ApiKeySecretError
+    from scores.handlers.authorizer import ApiKeySecretError
 
     secrets = FakeSecrets(response)
     key = api_key(secrets, [1000.0])
@@ -83,7 +83,7 @@ def test_a_failed_refresh_keeps_the_key_already_read_and_waits_a_refresh_period(
 
 
 def test_a_secret_that_cannot_be_read_first_time_raises_naming_the_secret() -> None:
-    from scores.authorizer import ApiKeySecretError
+    from scores.handlers.authorizer import ApiKeySecretError
 
     secrets = FakeSecrets({"SecretString": KEY})
     secrets.error = throttled()

@@ -59,7 +59,7 @@ def order_request(**overrides: Any) -> dict[str, Any]:
 
 
 def call(method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-    from orders import api
+    from orders.handlers import api
 
     return api.handler(http_event(method, path, **kwargs), FakeContext())
 

@@ -144,7 +144,7 @@ def test_more_items_than_the_documented_maximum_is_400_and_the_maximum_is_accept
 def test_a_body_the_api_cannot_read_is_4xx_never_5xx_and_nothing_is_stored(
     world: OrdersWorld, hostile: tuple[dict[str, object], dict[str, str], int, str]
 ) -> None:
-    from orders import api
+    from orders.handlers import api
 
     fields, headers, status, error = hostile
     response = api.handler(with_body(http_event("POST", "/orders"), fields, headers), FakeContext())
@@ -157,7 +157,7 @@ def test_a_body_the_api_cannot_read_is_4xx_never_5xx_and_nothing_is_stored(
 def test_a_valid_body_is_accepted_however_api_gateway_encodes_it(
     world: OrdersWorld, encoding: tuple[dict[str, object], dict[str, str | None]]
 ) -> None:
-    from orders import api
+    from orders.handlers import api
 
     fields, headers = encoding
     response = api.handler(with_body(http_event("POST", "/orders"), fields, headers), FakeContext())
@@ -341,10 +341,11 @@ def test_cancel_that_read_a_stale_order_rereads_and_never_overwrites(
 
 
 def test_checked_in_openapi_document_is_current() -> None:
-    from orders.api import openapi_document
+    from orders.handlers.api import openapi_document
 
-    assert OPENAPI.exists(), "functions/orders/openapi.json is missing; generate it (see orders.api)"
+    assert OPENAPI.exists(), "functions/orders/openapi.json is missing; generate it (see orders.handlers.api)"
     assert OPENAPI.read_text() == openapi_document(), (
         "functions/orders/openapi.json is stale: regenerate it with "
-        "PYTHONPATH=layers/relay/python:functions python -m orders.api > functions/orders/openapi.json"
+        "PYTHONPATH=layers/relay/python:functions python -m orders.handlers.api "
+        "> functions/orders/openapi.json"
     )

@@ -51,7 +51,7 @@ def order_event(event_type: str) -> Envelope:
 
 
 def publish_through_the_outbox(world: OrdersWorld, env: Envelope) -> None:
-    from orders import outbox_publisher
+    from orders.handlers import outbox_publisher
 
     record = outbox_insert(
         env,
@@ -117,7 +117,7 @@ def test_other_payment_events_reach_no_orders_queue(world: OrdersWorld, event_ty
 
 
 def test_outbox_publisher_marks_the_row_published_and_ignores_non_outbox_items(world: OrdersWorld) -> None:
-    from orders import outbox_publisher
+    from orders.handlers import outbox_publisher
     from orders.wiring import wiring
 
     from tests.builders import ddb_stream_record

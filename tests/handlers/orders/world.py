@@ -35,10 +35,10 @@ IDEMPOTENCY_TABLE = _PLAN.env()["IDEMPOTENCY_TABLE"]
 BUCKET = _PLAN.env()["ANALYTICS_BUCKET"]
 
 # The queues, by the name the stack gives them (without its prefix), found by their consumers.
-INVENTORY = _PLAN.queue_for("orders.inventory.handler")
-NOTIFICATIONS = _PLAN.queue_for("orders.notifier.handler")
-ANALYTICS = _PLAN.queue_for("orders.analytics.handler")
-PAID_ORDERS = _PLAN.queue_for("orders.paid_orders.handler")
+INVENTORY = _PLAN.queue_for("orders.handlers.inventory.handler")
+NOTIFICATIONS = _PLAN.queue_for("orders.handlers.notifier.handler")
+ANALYTICS = _PLAN.queue_for("orders.handlers.analytics.handler")
+PAID_ORDERS = _PLAN.queue_for("orders.handlers.paid_orders.handler")
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,7 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 def handlers() -> dict[str, Handler]:
-    from orders import analytics, inventory, notifier, paid_orders
+    from orders.handlers import analytics, inventory, notifier, paid_orders
 
     return {
         INVENTORY: inventory.handler,
@@ -309,7 +309,7 @@ class Pump:
     """Moves work through the fan-out the way the managed glue would."""
 
     def __init__(self, world: OrdersWorld, *, deliveries: int = 2, publish_deliveries: int = 1) -> None:
-        from orders import outbox_publisher
+        from orders.handlers import outbox_publisher
 
         self.world = world
         self.deliveries = deliveries

@@ -71,14 +71,14 @@ def http_event(
 
 
 def post_payment(body: Mapping[str, Any] | str, *, idempotency_key: str | None = None) -> dict[str, Any]:
-    from payments import api
+    from payments.handlers import api
 
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
     return api.handler(http_event("POST", "/payments", body=body, headers=headers), _context())
 
 
 def get_operation(operation_id: str) -> dict[str, Any]:
-    from payments import api
+    from payments.handlers import api
 
     return api.handler(http_event("GET", f"/operations/{operation_id}"), _context())
 

@@ -166,7 +166,7 @@ class Pump:
     """Moves work through the pipeline the way the managed glue would."""
 
     def __init__(self, infra: Infrastructure, *, deliveries: int = 2, publish_deliveries: int = 1) -> None:
-        from payments import invoice_worker, outbox_publisher, payment_worker, post_processor
+        from payments.handlers import invoice_worker, outbox_publisher, payment_worker, post_processor
 
         self.infra = infra
         self.deliveries = deliveries
@@ -180,7 +180,7 @@ class Pump:
         # On top of the fixture's env(): what each function sets differently from the others (and
         # nothing a test has set for itself, such as PAYMENT_CHECK_BASE_DELAY_SECONDS).
         self.publisher_env = infra.stack.function_env(
-            infra.stack.function("payments.outbox_publisher.handler")
+            infra.stack.function("payments.handlers.outbox_publisher.handler")
         )
         self.context = FakeContext()
         self._pending_stream: list[dict[str, Any]] = []

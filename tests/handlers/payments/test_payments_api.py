@@ -84,7 +84,7 @@ def test_get_unknown_operation_is_404_with_json_error(infra: Infrastructure) -> 
 
 
 def test_an_operation_id_is_checked_decoded_as_the_document_describes_it(infra: Infrastructure) -> None:
-    from payments import api
+    from payments.handlers import api
 
     from tests.builders import FakeContext
 
@@ -98,7 +98,7 @@ def test_an_operation_id_is_checked_decoded_as_the_document_describes_it(infra: 
 
 
 def test_unknown_route_is_404(infra: Infrastructure) -> None:
-    from payments import api
+    from payments.handlers import api
 
     from tests.builders import FakeContext
 
@@ -110,7 +110,7 @@ def test_unknown_route_is_404(infra: Infrastructure) -> None:
 
 
 def test_an_operation_id_the_router_cannot_match_is_404_in_the_error_shape(infra: Infrastructure) -> None:
-    from payments import api
+    from payments.handlers import api
 
     from tests.builders import FakeContext
 
@@ -164,7 +164,7 @@ def test_body_that_is_not_json_is_400(infra: Infrastructure) -> None:
 def test_a_body_the_api_cannot_read_is_4xx_never_5xx_and_nothing_is_stored(
     infra: Infrastructure, hostile: tuple[dict[str, object], dict[str, str], int, str]
 ) -> None:
-    from payments import api
+    from payments.handlers import api
 
     fields, headers, status, error = hostile
     response = api.handler(with_body(http_event("POST", "/payments"), fields, headers), FakeContext())
@@ -177,7 +177,7 @@ def test_a_body_the_api_cannot_read_is_4xx_never_5xx_and_nothing_is_stored(
 def test_a_valid_body_is_accepted_however_api_gateway_encodes_it(
     infra: Infrastructure, encoding: tuple[dict[str, object], dict[str, str | None]]
 ) -> None:
-    from payments import api
+    from payments.handlers import api
 
     fields, headers = encoding
     response = api.handler(with_body(http_event("POST", "/payments"), fields, headers), FakeContext())
@@ -342,10 +342,13 @@ def test_invalid_idempotency_key_header_is_400(infra: Infrastructure) -> None:
 
 
 def test_checked_in_openapi_document_is_current() -> None:
-    from payments.api import openapi_document
+    from payments.handlers.api import openapi_document
 
-    assert OPENAPI.exists(), "functions/payments/openapi.json is missing; generate it (see payments.api)"
+    assert OPENAPI.exists(), (
+        "functions/payments/openapi.json is missing; generate it (see payments.handlers.api)"
+    )
     assert OPENAPI.read_text() == openapi_document(), (
         "functions/payments/openapi.json is stale: regenerate it with "
-        "PYTHONPATH=layers/relay/python:functions python -m payments.api > functions/payments/openapi.json"
+        "PYTHONPATH=layers/relay/python:functions python -m payments.handlers.api "
+        "> functions/payments/openapi.json"
     )

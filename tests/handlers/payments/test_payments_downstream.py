@@ -24,7 +24,7 @@ from tests.handlers.payments.pipeline import BUCKET, Infrastructure, Pump
 
 def pay(infra: Infrastructure) -> str:
     """An operation whose payment completed (PaymentCompleted in the outbox, not yet published)."""
-    from payments import payment_worker
+    from payments.handlers import payment_worker
 
     operation_id = accepted_operation(payment_request())
     payment_worker.handler(queued_event(infra, "payment-requests", expect=1), FakeContext())
@@ -32,13 +32,13 @@ def pay(infra: Infrastructure) -> str:
 
 
 def post_process(event: dict[str, Any]) -> dict[str, Any]:
-    from payments import post_processor
+    from payments.handlers import post_processor
 
     return post_processor.handler(event, FakeContext())
 
 
 def invoice(event: dict[str, Any]) -> dict[str, Any]:
-    from payments import invoice_worker
+    from payments.handlers import invoice_worker
 
     return invoice_worker.handler(event, FakeContext())
 
@@ -77,7 +77,7 @@ def test_outbox_rows_are_published_with_event_type_and_reach_only_the_filtered_q
 
 
 def test_outbox_publisher_ignores_operation_items_on_the_stream(infra: Infrastructure) -> None:
-    from payments import outbox_publisher
+    from payments.handlers import outbox_publisher
 
     event = ddb_stream_event(
         [

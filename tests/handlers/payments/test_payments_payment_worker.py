@@ -23,7 +23,7 @@ from tests.handlers.payments.pipeline import BUCKET, IDEMPOTENCY_TABLE, Infrastr
 
 
 def run(event: dict[str, Any]) -> dict[str, Any]:
-    from payments import payment_worker
+    from payments.handlers import payment_worker
 
     return payment_worker.handler(event, FakeContext())
 

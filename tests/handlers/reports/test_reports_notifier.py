@@ -21,7 +21,7 @@ def _notification_queue(monkeypatch: pytest.MonkeyPatch, world: ReportsWorld) ->
 
 
 def notify(env: Any, *, receive_count: int = 1) -> dict[str, Any]:
-    from reports import notifier
+    from reports.handlers import notifier
 
     return deliver(notifier.handler, env, queue=NOTIFY_QUEUE, receive_count=receive_count)
 

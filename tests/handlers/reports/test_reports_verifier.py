@@ -34,7 +34,7 @@ def _verifier_queue(monkeypatch: pytest.MonkeyPatch, world: ReportsWorld) -> Non
 
 
 def verify(env: Any, *, receive_count: int = 1) -> dict[str, Any]:
-    from reports import verifier
+    from reports.handlers import verifier
 
     return deliver(verifier.handler, env, queue=VERIFIER_QUEUE, receive_count=receive_count)
 
@@ -69,7 +69,7 @@ def test_report_served_with_the_announced_sha256_is_recorded_verified(
 def test_report_generated_published_to_the_topic_reaches_the_verifier_and_is_verified(
     world: ReportsWorld, report_api: ReportApiFake
 ) -> None:
-    from reports import verifier
+    from reports.handlers import verifier
 
     from tests.builders import FakeContext
 

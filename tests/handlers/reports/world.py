@@ -14,8 +14,8 @@ from relay.idempotency import deserialize_item
 from tests.builders import FakeContext, envelope, record_from_received, sns_wrapped, sqs_event, sqs_record
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 
-VERIFIER = "reports.verifier.handler"
-NOTIFIER = "reports.notifier.handler"
+VERIFIER = "reports.handlers.verifier.handler"
+NOTIFIER = "reports.handlers.notifier.handler"
 _PLAN = plan("reports")
 VERIFICATIONS_TABLE = _PLAN.env()["VERIFICATIONS_TABLE"]
 IDEMPOTENCY_TABLE = _PLAN.env()["IDEMPOTENCY_TABLE"]

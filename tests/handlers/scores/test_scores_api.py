@@ -292,10 +292,11 @@ def test_range_ends_beyond_the_representable_years_are_open_ends(world: ScoresWo
 
 
 def test_checked_in_openapi_document_is_current() -> None:
-    from scores.api import openapi_document
+    from scores.handlers.api import openapi_document
 
-    assert OPENAPI.exists(), "functions/scores/openapi.json is missing; generate it (see scores.api)"
+    assert OPENAPI.exists(), "functions/scores/openapi.json is missing; generate it (see scores.handlers.api)"
     assert OPENAPI.read_text() == openapi_document(), (
         "functions/scores/openapi.json is stale: regenerate it with "
-        "PYTHONPATH=layers/relay/python:functions python -m scores.api > functions/scores/openapi.json"
+        "PYTHONPATH=layers/relay/python:functions python -m scores.handlers.api "
+        "> functions/scores/openapi.json"
     )

@@ -11,7 +11,7 @@ from tests.handlers.scores.world import API_KEY, ScoresWorld, authorizer_event
 
 
 def authorize(api_key: str | None) -> dict[str, Any]:
-    from scores import authorizer
+    from scores.handlers import authorizer
 
     result: dict[str, Any] = authorizer.handler(authorizer_event(api_key), FakeContext())  # type: ignore[arg-type]
     return result
@@ -31,7 +31,7 @@ def test_a_request_without_the_header_is_not_authorized(world: ScoresWorld) -> N
 
 
 def test_the_secret_is_read_once_for_the_life_of_the_container(world: ScoresWorld) -> None:
-    from scores import authorizer
+    from scores.handlers import authorizer
 
     results = [authorize(API_KEY)["isAuthorized"] for _ in range(5)]
     results += [authorize("wrong")["isAuthorized"] for _ in range(5)]
@@ -42,7 +42,7 @@ def test_the_secret_is_read_once_for_the_life_of_the_container(world: ScoresWorl
 
 
 def test_a_rotated_key_is_accepted_after_a_refresh_at_most_once_a_minute(world: ScoresWorld) -> None:
-    from scores.authorizer import ApiKey
+    from scores.handlers.authorizer import ApiKey
 
     now = [1000.0]
     key = ApiKey(world.secret_arn, secrets_client=world.secrets, refresh_seconds=60, clock=lambda: now[0])

@@ -20,7 +20,7 @@ def job(hour: str = HOUR) -> Envelope:
 
 
 def run(body: Envelope | str, *, receive_count: int = 1) -> dict[str, Any]:
-    from scores import snapshot_worker
+    from scores.handlers import snapshot_worker
 
     result: dict[str, Any] = snapshot_worker.handler(
         sqs_event([sqs_record(body, queue="snapshots", receive_count=receive_count)]), FakeContext()
@@ -170,7 +170,7 @@ def test_a_job_with_an_invalid_hour_is_parked(world: ScoresWorld) -> None:
 
 
 def test_post_then_worker_then_get_returns_the_hours_snapshot(world: ScoresWorld) -> None:
-    from scores import snapshot_worker
+    from scores.handlers import snapshot_worker
 
     seed_verifications(world)
     assert call_api(http_event("POST", "/score-snapshots", body={"snapshotHour": HOUR}))["statusCode"] == 202

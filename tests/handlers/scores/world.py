@@ -24,7 +24,7 @@ _PLAN = plan("scores", names=tuple(NAMES.items()))
 SCORES_TABLE = _PLAN.env()["SCORES_TABLE"]
 VERIFICATIONS_TABLE = _PLAN.env()["VERIFICATIONS_TABLE"]
 IDEMPOTENCY_TABLE = _PLAN.env()["IDEMPOTENCY_TABLE"]
-SNAPSHOT_QUEUE = _PLAN.queue_for("scores.snapshot_worker.handler")
+SNAPSHOT_QUEUE = _PLAN.queue_for("scores.handlers.snapshot_worker.handler")
 
 
 @dataclass
@@ -174,7 +174,7 @@ def authorizer_event(api_key: str | None) -> dict[str, Any]:
 
 
 def call_api(event: dict[str, Any]) -> dict[str, Any]:
-    from scores import api
+    from scores.handlers import api
 
     response: dict[str, Any] = api.handler(event, FakeContext())
     return response

@@ -2,8 +2,7 @@
 
 Thin: Powertools resolver with request validation (pydantic models in ``orders.models``), the domain
 in ``orders.intake``. The OpenAPI document generated from this resolver is checked in as
-``functions/orders/openapi.json``; regenerate it with
-``PYTHONPATH=layers/relay/python:functions python -m orders.api > functions/orders/openapi.json``.
+``functions/orders/openapi.json``; regenerate it with ``make openapi``.
 """
 
 from __future__ import annotations

@@ -2,10 +2,9 @@
 
 Thin: Powertools resolver with request validation (``scores.models``), the domain in
 ``scores.snapshots``. ``POST /score-snapshots`` sits behind the API-key authorizer
-(``scores.authorizer``); it does one SendMessage and answers, well inside the API Destination's
+(``scores.handlers.authorizer``); it does one SendMessage and answers, well inside the API Destination's
 5-second timeout. The OpenAPI document generated from this resolver is checked in as
-``functions/scores/openapi.json``; regenerate it with
-``PYTHONPATH=layers/relay/python:functions python -m scores.api > functions/scores/openapi.json``.
+``functions/scores/openapi.json``; regenerate it with ``make openapi``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Thin: Powertools resolver with request validation (pydantic models in ``payments.models``), the
 domain in ``payments.intake``. The OpenAPI document generated from this resolver is checked in as
-``functions/payments/openapi.json``; regenerate it with
-``PYTHONPATH=layers/relay/python:functions python -m payments.api > functions/payments/openapi.json``.
+``functions/payments/openapi.json``; regenerate it with ``make openapi``.
 """
 
 from __future__ import annotations

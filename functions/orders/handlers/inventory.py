@@ -1,11 +1,11 @@
 """Inventory: inventory queue (OrderCreated, OrderCancelled via SNS) -> reserve or release stock,
 exactly once per order; not enough stock -> order REJECTED + OrderRejected (an outcome, not a retry).
-Domain: ``orders.steps.handle_inventory_event``."""
+Domain: ``orders.fulfilment.handle_inventory_event``."""
 
 from __future__ import annotations
 
+from orders.fulfilment import handle_inventory_event
 from orders.settings import INVENTORY
-from orders.steps import handle_inventory_event
 from orders.wiring import wiring
 from relay.consumer import queue_handler
 

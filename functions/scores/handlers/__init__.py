@@ -1,0 +1,4 @@
+"""The scores Lambda entry points (one module per function, each a ``handler``): thin -- the
+Powertools set-up, the function's wiring, one call into the domain (``scores.snapshots``,
+``scores.api_key``).
+"""
