@@ -8,20 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import BeforeValidator, ConfigDict, Field, StrictInt
 from pydantic.alias_generators import to_camel
 
 from orders.settings import MAX_ORDER_ITEMS
+from relay import api_models
+from relay.api_models import ApiModel
 
 _IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
 _SKU = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-
-
-class ApiModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _json_integer(value: Any) -> Any:
@@ -86,12 +81,10 @@ class OrderView(ApiModel):
     updated_at: str
 
 
-class FieldError(ApiModel):
+class FieldError(api_models.FieldError):
     field: str = Field(examples=["items.0.quantity"])
-    message: str
 
 
-class ErrorResponse(ApiModel):
+class ErrorResponse(api_models.ErrorResponse):
     error: str = Field(examples=["ValidationError"])
-    message: str
-    fields: list[FieldError] | None = None
+    fields: list[FieldError] | None = None  # type: ignore[assignment]  # this API's FieldError

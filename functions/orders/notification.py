@@ -12,26 +12,21 @@ PayloadConflict: parked with the reason, never sent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from orders.subscriptions import NOTIFICATIONS_FILTER, ORDER_CREATED, ORDER_PAID, ORDER_REJECTED
 from relay.envelope import Envelope
 from relay.errors import InvalidInput
-from relay.http import WebhookClient
 from relay.observability import logger, record_metric
-from relay.side_effects import run_once
+from relay.side_effects import OnceWebhook
 
 WHAT = "customer notification webhook"
 SIDE_EFFECT = "order-notification"
 NOTIFIED = frozenset(NOTIFICATIONS_FILTER["eventType"])
 
 
-@dataclass(frozen=True)
-class NotificationDeps:
-    webhook: WebhookClient
-    idempotency_table: str
-    ddb_client: Any
+NotificationDeps = OnceWebhook
+"""The customer webhook, each notification sent at most once (``relay.side_effects.OnceWebhook``)."""
 
 
 def notification_body(envelope: Envelope) -> dict[str, Any]:
@@ -61,20 +56,7 @@ def notification_body(envelope: Envelope) -> dict[str, Any]:
 
 def notify_customer(envelope: Envelope, deps: NotificationDeps) -> dict[str, Any]:
     body = notification_body(envelope)
-    sent: list[bool] = []
-
-    def send(downstream_key: str) -> dict[str, Any]:
-        sent.append(True)
-        return deps.webhook.send(body, idempotency_key=downstream_key)
-
-    result = run_once(
-        SIDE_EFFECT,
-        downstream_key=envelope.event_id,
-        payload=body,
-        call=send,
-        table_name=deps.idempotency_table,
-        ddb_client=deps.ddb_client,
-    )
+    result, sent = deps.send_once(SIDE_EFFECT, body, downstream_key=envelope.event_id)
     if sent:
         record_metric("CustomerNotified", event_type=envelope.event_type)
         logger().info("customer notified", extra={"order_id": body["orderId"]})

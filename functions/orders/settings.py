@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from relay.settings import FunctionEnvironment, FunctionSettings, http_url
+from relay.settings import FunctionEnvironment, OutboxSettings, http_url
 
 # One DynamoDB transaction holds at most 100 items. Reserving an order writes the processed-event
 # marker, the order, the reservation record and one item per SKU (and a rejection an outbox row):
@@ -20,13 +20,11 @@ MAX_SKUS_PER_TRANSACTION = TRANSACTION_ITEM_LIMIT - 4
 MAX_ORDER_ITEMS = 25
 
 
-class Settings(FunctionSettings):
+class Settings(OutboxSettings):
     SERVICE: ClassVar[str] = "orders"
 
     orders_table: str | None = None
     inventory_table: str | None = None
-    idempotency_table: str | None = None
-    events_topic_arn: str | None = None
     notify_webhook_url: str | None = None
     http_timeout_seconds: float = Field(5.0, gt=0, le=60)
     analytics_bucket: str | None = None

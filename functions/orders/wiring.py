@@ -13,7 +13,6 @@ from orders.notification import WHAT, NotificationDeps
 from orders.settings import Settings
 from orders.store import InventoryStore, OrderStore
 from relay.clients import AwsClients
-from relay.http import WebhookClient
 from relay.wiring import Wired
 
 
@@ -36,10 +35,10 @@ class Wiring(AwsClients):
     @functools.cached_property
     def notification(self) -> NotificationDeps:
         s = self.settings
-        return NotificationDeps(
-            webhook=WebhookClient(
-                s.require("notify_webhook_url"), timeout_seconds=s.http_timeout_seconds, what=WHAT
-            ),
+        return NotificationDeps.of(
+            s.require("notify_webhook_url"),
+            timeout_seconds=s.http_timeout_seconds,
+            what=WHAT,
             idempotency_table=s.require("idempotency_table"),
             ddb_client=self.ddb,
         )

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from relay.errors import DependencyUnavailable, PayloadConflict, classify_http_status
-from relay.http import post_json
+from relay.errors import DependencyUnavailable
+from relay.http import KeyedApi
 
 WHAT = "invoice API"
 
@@ -19,31 +19,16 @@ def invoice_key(operation_id: str) -> str:
     return f"{operation_id}:invoice"
 
 
-class InvoiceApiClient:
+class InvoiceApiClient(KeyedApi):
     def __init__(self, base_url: str, *, timeout_seconds: float) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout_seconds = timeout_seconds
+        super().__init__(base_url, timeout_seconds=timeout_seconds, what=WHAT)
 
     def issue(self, invoice_input: Mapping[str, Any], *, idempotency_key: str) -> dict[str, Any]:
         """Issue (or get back) the invoice; returns ``{"invoiceId": ...}``."""
-        response = post_json(
-            f"{self.base_url}/invoices",
-            invoice_input,
-            headers={"Idempotency-Key": idempotency_key},
-            timeout=self.timeout_seconds,
-            what=WHAT,
+        response = self.post("/invoices", invoice_input, idempotency_key=idempotency_key)
+        body = self.answer(
+            response, idempotency_key=idempotency_key, not_done="Nothing was issued by this call."
         )
-        body = response.body if isinstance(response.body, dict) else {}
-        if response.status == 422 and body.get("error") == "IdempotencyKeyReused":
-            raise PayloadConflict(
-                f"{WHAT} refused Idempotency-Key {idempotency_key}: it was used with a different invoice "
-                "input. Nothing was issued by this call; investigate before redriving."
-            )
-        error = classify_http_status(
-            response.status, response.text, retry_after=response.retry_after, what=WHAT
-        )
-        if error is not None:
-            raise error
         if not body.get("invoiceId"):
             raise DependencyUnavailable(
                 f"{WHAT} answered HTTP {response.status} without an invoiceId; retrying."

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from relay.errors import DependencyUnavailable, PayloadConflict, classify_http_status
-from relay.http import post_json
+from relay.errors import DependencyUnavailable
+from relay.http import KeyedApi
 
 WHAT = "legacy payment system"
 
@@ -40,36 +40,24 @@ def payment_key(operation_id: str) -> str:
     return f"{operation_id}:payment"
 
 
-class LegacyPaymentsClient:
+class LegacyPaymentsClient(KeyedApi):
     def __init__(self, base_url: str, *, timeout_seconds: float) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout_seconds = timeout_seconds
+        super().__init__(base_url, timeout_seconds=timeout_seconds, what=WHAT)
 
     def submit(self, payment: Mapping[str, Any], *, idempotency_key: str) -> LegacyOutcome:
         """Submit (or re-submit, as a status check) one payment. Raises DependencyUnavailable for
         timeouts, connection errors, 429 and 5xx; PayloadConflict if the key was used for another body."""
-        response = post_json(
-            f"{self.base_url}/payments",
-            payment,
-            headers={"Idempotency-Key": idempotency_key},
-            timeout=self.timeout_seconds,
-            what=WHAT,
-        )
-        body = response.body if isinstance(response.body, dict) else {}
-        if response.status == 422 and body.get("status") == LegacyStatus.REJECTED:
-            return LegacyOutcome(LegacyStatus.REJECTED, None, str(body.get("reason") or "rejected"), body)
-        if response.status == 422 and body.get("error") == "IdempotencyKeyReused":
-            raise PayloadConflict(
-                f"{WHAT} refused Idempotency-Key {idempotency_key}: it was used with a different "
-                "request body. "
-                "Nothing was charged by this call; the request sent for an operation must never change. "
-                "Investigate before redriving."
+        response = self.post("/payments", payment, idempotency_key=idempotency_key)
+        rejected = response.body if isinstance(response.body, dict) else {}
+        if response.status == 422 and rejected.get("status") == LegacyStatus.REJECTED:
+            return LegacyOutcome(
+                LegacyStatus.REJECTED, None, str(rejected.get("reason") or "rejected"), rejected
             )
-        error = classify_http_status(
-            response.status, response.text, retry_after=response.retry_after, what=WHAT
+        body = self.answer(
+            response,
+            idempotency_key=idempotency_key,
+            not_done="Nothing was charged by this call; the request sent for an operation must never change.",
         )
-        if error is not None:
-            raise error
         status = str(body.get("status", ""))
         if status == LegacyStatus.COMPLETED and body.get("paymentRef"):
             return LegacyOutcome(LegacyStatus.COMPLETED, str(body["paymentRef"]), None, body)

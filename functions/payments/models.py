@@ -10,8 +10,11 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
+
+from relay import api_models
+from relay.api_models import ApiModel
 
 # ISO 4217 codes this service accepts, with their minor units (digits after the decimal point).
 # A compact list of the common currencies; extending it is a one-line change.
@@ -59,13 +62,6 @@ def _amount_rules() -> dict[str, Any]:
             }
         )
     return {"allOf": rules}
-
-
-class ApiModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class PaymentRequest(ApiModel):
@@ -169,12 +165,10 @@ class OperationView(ApiModel):
     results: ResultRefs | None = None
 
 
-class FieldError(ApiModel):
+class FieldError(api_models.FieldError):
     field: str = Field(examples=["amount"])
-    message: str
 
 
-class ErrorResponse(ApiModel):
+class ErrorResponse(api_models.ErrorResponse):
     error: str = Field(examples=["ValidationError"])
-    message: str
-    fields: list[FieldError] | None = None
+    fields: list[FieldError] | None = None  # type: ignore[assignment]  # this API's FieldError

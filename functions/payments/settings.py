@@ -9,22 +9,21 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from relay.settings import FunctionEnvironment, FunctionSettings, http_url
+from relay.settings import FunctionEnvironment, OutboxSettings, http_url
 
 # SQS DelaySeconds accepts at most 900 seconds; a longer wait is a chain of delayed checks.
 MAX_SQS_DELAY_SECONDS = 900
 
 
-class Settings(FunctionSettings):
+class Settings(OutboxSettings):
     SERVICE: ClassVar[str] = "payments"
 
     operations_table: str | None = None
-    idempotency_table: str | None = None
     payments_bucket: str | None = None
-    events_topic_arn: str | None = None
+    # The partners, and how long a call to either may take.
     legacy_payments_url: str | None = None
-    invoice_api_url: str | None = None
     legacy_timeout_seconds: float = Field(10.0, gt=0, le=900)
+    invoice_api_url: str | None = None
     payment_max_age_seconds: int = Field(3600, gt=0)
     payment_check_base_delay_seconds: int = Field(30, ge=0, le=MAX_SQS_DELAY_SECONDS)
     max_body_bytes: int = Field(1_048_576, gt=0)

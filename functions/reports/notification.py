@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay.envelope import Envelope
-from relay.http import WebhookClient
 from relay.observability import logger, record_metric
-from relay.side_effects import run_once
+from relay.side_effects import OnceWebhook
 from reports.events import parse_report_generated
 
 WHAT = "report-ready webhook"
@@ -30,9 +29,7 @@ def notification_key(report_id: str) -> str:
 
 @dataclass(frozen=True)
 class NotificationDeps:
-    webhook: WebhookClient
-    idempotency_table: str
-    ddb_client: Any
+    webhook: OnceWebhook  # the report-ready webhook, each report announced at most once
     report_api_url: str | None = None
 
 
@@ -42,21 +39,7 @@ def notify_report_ready(envelope: Envelope, deps: NotificationDeps) -> dict[str,
     if url is None and deps.report_api_url:
         url = f"{deps.report_api_url.rstrip('/')}/reports/{event.report_id}"
     body = {"reportId": event.report_id, "agentId": event.agent_id, "url": url}
-    key = notification_key(event.report_id)
-    sent: list[bool] = []
-
-    def send(downstream_key: str) -> dict[str, Any]:
-        sent.append(True)
-        return deps.webhook.send(body, idempotency_key=downstream_key)
-
-    result = run_once(
-        SIDE_EFFECT,
-        downstream_key=key,
-        payload=body,
-        call=send,
-        table_name=deps.idempotency_table,
-        ddb_client=deps.ddb_client,
-    )
+    result, sent = deps.webhook.send_once(SIDE_EFFECT, body, downstream_key=notification_key(event.report_id))
     if sent:
         record_metric("ReportReadyNotified", event_type=envelope.event_type)
         logger().info("report-ready notification sent", extra={"report_id": event.report_id})

@@ -9,14 +9,13 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from relay.settings import FunctionEnvironment, FunctionSettings, http_url
+from relay.settings import FunctionEnvironment, ServiceSettings, http_url
 
 
-class Settings(FunctionSettings):
+class Settings(ServiceSettings):
     SERVICE: ClassVar[str] = "reports"
 
     verifications_table: str | None = None
-    idempotency_table: str | None = None
     report_api_url: str | None = None
     notify_webhook_url: str | None = None
     # A report not found yet is retried (transient) until it is this old, then recorded UNREACHABLE.

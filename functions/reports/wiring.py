@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from relay.clients import AwsClients
-from relay.http import WebhookClient
+from relay.side_effects import OnceWebhook
 from relay.wiring import Wired
 from reports.notification import WHAT, NotificationDeps
 from reports.settings import Settings
@@ -40,14 +40,14 @@ class Wiring(AwsClients):
     @functools.cached_property
     def notification(self) -> NotificationDeps:
         s = self.settings
-        return NotificationDeps(
-            webhook=WebhookClient(
-                s.require("notify_webhook_url"), timeout_seconds=s.http_timeout_seconds, what=WHAT
-            ),
+        webhook = OnceWebhook.of(
+            s.require("notify_webhook_url"),
+            timeout_seconds=s.http_timeout_seconds,
+            what=WHAT,
             idempotency_table=s.require("idempotency_table"),
             ddb_client=self.ddb,
-            report_api_url=s.report_api_url,
         )
+        return NotificationDeps(webhook=webhook, report_api_url=s.report_api_url)
 
 
 wiring = Wired(lambda: Wiring(Settings.from_env()))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
+from relay.api_models import ApiModel, ErrorResponse, FieldError
 from scores.hours import HOUR, InstantOutOfRange, hour_start, normalise_hour
 
 # A snapshot freezes the hour's score when it is first computed: a snapshot of an hour far in the
@@ -28,13 +29,6 @@ _YEAR_FROM_1970_RE = re.compile(_YEAR_FROM_1970)
 class SnapshotHourAhead(Exception):
     """The hour is further ahead of now than MAX_HOURS_AHEAD. Not a ValueError, so pydantic lets it
     through instead of making it a 400: the request is valid, it is too early for it (409)."""
-
-
-class ApiModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class SnapshotRequest(ApiModel):
@@ -98,12 +92,4 @@ class AgentScores(ApiModel):
     )
 
 
-class FieldError(ApiModel):
-    field: str
-    message: str
-
-
-class ErrorResponse(ApiModel):
-    error: str
-    message: str
-    fields: list[FieldError] | None = None
+__all__ = ["ErrorResponse", "FieldError"]

@@ -9,15 +9,14 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from relay.settings import FunctionEnvironment, FunctionSettings
+from relay.settings import FunctionEnvironment, ServiceSettings
 
 
-class Settings(FunctionSettings):
+class Settings(ServiceSettings):
     SERVICE: ClassVar[str] = "scores"
 
     scores_table: str | None = None
     verifications_table: str | None = None
-    idempotency_table: str | None = None
     snapshot_queue_url: str | None = None
     api_key_secret_arn: str | None = None
     # After a key mismatch the secret is read again (a rotation), at most once per this many seconds.

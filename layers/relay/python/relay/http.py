@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from relay.errors import BusinessRejection, DependencyUnavailable, classify_http_status
+from relay.errors import BusinessRejection, DependencyUnavailable, PayloadConflict, classify_http_status
 
 # Enough for any JSON answer we act on; a larger body is cut (and then fails JSON parsing visibly).
 RESPONSE_BODY_LIMIT = 1024 * 1024
@@ -134,3 +134,39 @@ def _read(status: int, headers: Any, raw: bytes) -> HttpResponse:
     except (ValueError, RecursionError):  # not JSON, or JSON no caller can use (too deep, huge numbers)
         body = text
     return HttpResponse(status=status, body=body, text=text, retry_after=retry_after(headers))
+
+
+class KeyedApi:
+    """A partner HTTP API that deduplicates by an ``Idempotency-Key`` header and answers ``422
+    {"error": "IdempotencyKeyReused"}`` when a key comes back with another body (the legacy payment
+    system, the invoice API)."""
+
+    def __init__(self, base_url: str, *, timeout_seconds: float, what: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_seconds = timeout_seconds
+        self.what = what
+
+    def post(self, path: str, body: Mapping[str, Any], *, idempotency_key: str) -> HttpResponse:
+        return post_json(
+            f"{self.base_url}{path}",
+            body,
+            headers={"Idempotency-Key": idempotency_key},
+            timeout=self.timeout_seconds,
+            what=self.what,
+        )
+
+    def answer(self, response: HttpResponse, *, idempotency_key: str, not_done: str) -> dict[str, Any]:
+        """The body of a successful answer; a reused key is a ``PayloadConflict`` (``not_done`` says
+        what this call did not do), anything else ``classify_http_status`` decides."""
+        body = response.body if isinstance(response.body, dict) else {}
+        if response.status == 422 and body.get("error") == "IdempotencyKeyReused":
+            raise PayloadConflict(
+                f"{self.what} refused Idempotency-Key {idempotency_key}: it was used with a different "
+                f"request body. {not_done} Investigate before redriving."
+            )
+        error = classify_http_status(
+            response.status, response.text, retry_after=response.retry_after, what=self.what
+        )
+        if error is not None:
+            raise error
+        return body

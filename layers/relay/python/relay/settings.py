@@ -74,6 +74,21 @@ class FunctionSettings(BaseModel):
         return str(value)
 
 
+class ServiceSettings(FunctionSettings):
+    """A Relay service's settings: its fields, plus the kernel's own table every service has."""
+
+    idempotency_table: str | None = None
+    """IDEMPOTENCY_TABLE: processed-event markers (``relay.idempotency``), client Idempotency-Keys
+    (``relay.request_keys``) and Powertools idempotency records (``relay.side_effects``)."""
+
+
+class OutboxSettings(ServiceSettings):
+    """A service with a transactional outbox (``relay.outbox``): the topic its publisher sends to."""
+
+    events_topic_arn: str | None = None
+    """EVENTS_TOPIC_ARN: the SNS topic the outbox publisher publishes the table's outbox rows to."""
+
+
 def http_url(value: str | None, *, example: str, strip_slash: bool = True) -> str | None:
     """Validator body for a configured http(s) URL (https on AWS: the stage config enforces that)."""
     if value is None:

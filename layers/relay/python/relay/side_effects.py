@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from relay.errors import DependencyUnavailable, PayloadConflict
+from relay.http import WebhookClient
 
 _lambda_context: Any = None
 
@@ -111,3 +113,42 @@ def run_once(
             f"idempotency table {table_name} unavailable for side effect {name}: {exc}"
         ) from exc
     return result
+
+
+@dataclass(frozen=True)
+class OnceWebhook:
+    """A webhook whose every notification is sent at most once: Powertools idempotency on the
+    idempotency table (``run_once``), and the downstream key in the request, so the receiver can
+    deduplicate a send whose reply was lost too."""
+
+    webhook: WebhookClient
+    idempotency_table: str
+    ddb_client: Any
+
+    @classmethod
+    def of(
+        cls, url: str, *, timeout_seconds: float, what: str, idempotency_table: str, ddb_client: Any
+    ) -> OnceWebhook:
+        return cls(
+            WebhookClient(url, timeout_seconds=timeout_seconds, what=what), idempotency_table, ddb_client
+        )
+
+    def send_once(
+        self, name: str, body: Mapping[str, Any], *, downstream_key: str
+    ) -> tuple[dict[str, Any], bool]:
+        """The webhook's answer, and whether this call sent it (False: an earlier call did)."""
+        sent: list[bool] = []
+
+        def send(key: str) -> Mapping[str, Any]:
+            sent.append(True)
+            return self.webhook.send(dict(body), idempotency_key=key)
+
+        result = run_once(
+            name,
+            downstream_key=downstream_key,
+            payload=body,
+            call=send,
+            table_name=self.idempotency_table,
+            ddb_client=self.ddb_client,
+        )
+        return result, bool(sent)
