@@ -18,11 +18,14 @@ from __future__ import annotations
 import enum
 import re
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING
 
 from relay.envelope import Envelope, canonical_payload_sha256
 from relay.errors import DependencyUnavailable, InvalidInput, PayloadConflict
 from relay.observability import logger, record_metric
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 PREFIX = "events"
 HASH_METADATA = "payload-sha256"  # S3 returns user metadata keys in lower case
@@ -52,7 +55,7 @@ def _error_code(exc: Exception) -> str:
     return ""
 
 
-def archive_event(envelope: Envelope, *, s3_client: Any, bucket: str) -> Archived:
+def archive_event(envelope: Envelope, *, s3_client: S3Client, bucket: str) -> Archived:
     key = archive_key(envelope)
     digest = canonical_payload_sha256(envelope)
     try:
@@ -77,7 +80,7 @@ def archive_event(envelope: Envelope, *, s3_client: Any, bucket: str) -> Archive
     return Archived.WRITTEN
 
 
-def _compare(envelope: Envelope, *, s3_client: Any, bucket: str, key: str, digest: str) -> Archived:
+def _compare(envelope: Envelope, *, s3_client: S3Client, bucket: str, key: str, digest: str) -> Archived:
     head = s3_client.head_object(Bucket=bucket, Key=key)
     stored = str((head.get("Metadata") or {}).get(HASH_METADATA, ""))
     if stored == digest:

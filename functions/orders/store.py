@@ -246,7 +246,7 @@ class OrderStore(EntityStore):
 class InventoryStore:
     """Stock levels and per-order reservations."""
 
-    def __init__(self, *, inventory_table: str, ddb_client: Any) -> None:
+    def __init__(self, *, inventory_table: str, ddb_client: DynamoDBClient) -> None:
         self.inventory_table = inventory_table
         self.ddb = ddb_client
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from payments.models import ErrorInfo, OperationView, PaymentRequest, ResultRefs, StepView
 from payments.operations import Operation, Status, Step, now_iso
@@ -20,6 +20,9 @@ from payments.store import OperationStore
 from relay.claim_check import put_json
 from relay.envelope import ClaimCheckRef, new_envelope
 from relay.request_keys import Binding, IdempotencyKeyMismatch, RequestKeyRecord, request_sha256
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 __all__ = ["IdempotencyKeyMismatch"]
 
@@ -43,7 +46,7 @@ def accept_payment(
     idempotency_key: str | None,
     correlation_id: str,
     store: OperationStore,
-    s3_client: Any,
+    s3_client: S3Client,
     bucket: str,
     key_ttl_days: int,
     now: datetime | None = None,

@@ -21,9 +21,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay.idempotency import BusinessWrite, OnConditionFailed, deserialize_item, put, serialize_item
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 VERIFICATION_SK = "VERIFICATION"
 VERIFICATION_KIND = "verification"
@@ -87,7 +90,7 @@ class Verification:
 
 
 class VerificationStore:
-    def __init__(self, *, verifications_table: str, ddb_client: Any) -> None:
+    def __init__(self, *, verifications_table: str, ddb_client: DynamoDBClient) -> None:
         self.verifications_table = verifications_table
         self.ddb = ddb_client
 

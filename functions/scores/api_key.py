@@ -16,12 +16,15 @@ import hmac
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 from relay.observability import logger
+
+if TYPE_CHECKING:
+    from mypy_boto3_secretsmanager import SecretsManagerClient
 
 # Powertools' cache forgets a value after max_age; the key is kept until a mismatch re-reads it.
 _KEEP_SECONDS = 10 * 365 * 24 * 3600
@@ -35,7 +38,7 @@ class ApiKeySecret(SecretsProvider):
     """Powertools' Secrets Manager provider that counts its reads and refuses (so never caches) a value
     that is not a non-blank string."""
 
-    def __init__(self, secrets_client: Any) -> None:
+    def __init__(self, secrets_client: SecretsManagerClient) -> None:
         super().__init__(boto3_client=secrets_client)
         self.fetches = 0
 
@@ -54,7 +57,7 @@ class ApiKey:
         self,
         secret_arn: str,
         *,
-        secrets_client: Any,
+        secrets_client: SecretsManagerClient,
         refresh_seconds: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

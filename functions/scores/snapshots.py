@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay.envelope import Envelope, new_envelope
 from relay.errors import InvalidInput
@@ -31,6 +31,9 @@ from relay.observability import logger, record_metric
 from scores.hours import HOUR, hour_start, iso_millis, normalise_hour
 from scores.scoring import score, tally_by_agent
 from scores.store import ScoresStore, Snapshot
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 SCORE_SNAPSHOT_DUE = "ScoreSnapshotDue"
 
@@ -46,7 +49,9 @@ def snapshot_envelope(snapshot_hour: str, *, correlation_id: str) -> Envelope:
     )
 
 
-def enqueue_snapshot(snapshot_hour: str, *, sqs_client: Any, queue_url: str, correlation_id: str) -> Envelope:
+def enqueue_snapshot(
+    snapshot_hour: str, *, sqs_client: SQSClient, queue_url: str, correlation_id: str
+) -> Envelope:
     envelope = snapshot_envelope(snapshot_hour, correlation_id=correlation_id)
     params: dict[str, Any] = {
         "QueueUrl": queue_url,

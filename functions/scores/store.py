@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay.errors import classify
 from relay.idempotency import deserialize_item, marker_id, serialize_item
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 SNAPSHOT_KIND = "score-snapshot"
 VERIFICATION_SK = "VERIFICATION"
@@ -93,7 +96,7 @@ class ScoresStore:
     def __init__(
         self,
         *,
-        ddb_client: Any,
+        ddb_client: DynamoDBClient,
         scores_table: str,
         verifications_table: str | None = None,
         idempotency_table: str | None = None,

@@ -9,7 +9,10 @@ the jitter keeps messages that failed together from all coming back in the same 
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 # ChangeMessageVisibility accepts 0..43200 seconds (12 hours).
 MAX_VISIBILITY_SECONDS = 43_200
@@ -51,7 +54,7 @@ def backoff_delay(
 def apply_backoff(
     record: dict[str, Any],
     *,
-    sqs_client: Any,
+    sqs_client: SQSClient,
     queue_url: str,
     base: float,
     cap: float,

@@ -11,11 +11,14 @@ import base64
 import functools
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay import untrusted_json
 from relay.envelope import ClaimCheckRef
 from relay.errors import ClaimCheckMismatch
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 
 @functools.cache
@@ -30,7 +33,7 @@ def put_bytes(
     *,
     bucket: str,
     key: str,
-    s3_client: Any = None,
+    s3_client: S3Client | None = None,
     content_type: str = "application/octet-stream",
 ) -> ClaimCheckRef:
     """Store ``data`` and return the reference to put in the envelope."""
@@ -48,12 +51,12 @@ def put_bytes(
     return ClaimCheckRef(bucket=bucket, key=key, sha256=digest.hex(), size=len(data))
 
 
-def put_json(obj: Any, *, bucket: str, key: str, s3_client: Any = None) -> ClaimCheckRef:
+def put_json(obj: Any, *, bucket: str, key: str, s3_client: S3Client | None = None) -> ClaimCheckRef:
     data = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode("utf-8")
     return put_bytes(data, bucket=bucket, key=key, s3_client=s3_client, content_type="application/json")
 
 
-def get_bytes(ref: ClaimCheckRef, s3_client: Any = None) -> bytes:
+def get_bytes(ref: ClaimCheckRef, s3_client: S3Client | None = None) -> bytes:
     """Read the referenced object; raises ClaimCheckMismatch if it is missing or differs."""
     client = s3_client if s3_client is not None else _default_s3_client()
     location = f"s3://{ref.bucket}/{ref.key}"
@@ -78,7 +81,7 @@ def get_bytes(ref: ClaimCheckRef, s3_client: Any = None) -> bytes:
     return data
 
 
-def get_json(ref: ClaimCheckRef, s3_client: Any = None) -> Any:
+def get_json(ref: ClaimCheckRef, s3_client: S3Client | None = None) -> Any:
     """The claim-checked document; InvalidInput (permanent) when its bytes are not JSON this code can use."""
     data = get_bytes(ref, s3_client=s3_client)
     return untrusted_json.loads(data, what=f"claim check s3://{ref.bucket}/{ref.key}")

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from relay.envelope import Envelope
 from relay.errors import PermanentError, RelayError, TransientError, classify
@@ -40,6 +40,7 @@ from relay.unwrap import envelope_from_sqs_record
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from mypy_boto3_sqs import SQSClient
 
     from relay.clients import AwsClients
     from relay.heartbeat import Heartbeat
@@ -94,7 +95,7 @@ def _default_sqs_client() -> Any:
     return boto3.client("sqs")
 
 
-def queue_url_from_arn(arn: str, sqs_client: Any = None) -> str:
+def queue_url_from_arn(arn: str, sqs_client: SQSClient | None = None) -> str:
     """arn:aws:sqs:REGION:ACCOUNT:NAME -> queue URL, on the client's endpoint when one is given
     (so an emulator endpoint works too)."""
     parts = arn.split(":")
@@ -115,7 +116,7 @@ class RecordContext:
         *,
         record: dict[str, Any],
         queue_url: str | Callable[[], str],
-        sqs_client: Any = None,
+        sqs_client: SQSClient,
         visibility_timeout_seconds: int = 300,
         received_at: float | None = None,
     ) -> None:
@@ -163,7 +164,7 @@ def consume(
     handle: Handle,
     *,
     settings: ConsumerSettings | None = None,
-    sqs_client: Any = None,
+    sqs_client: SQSClient | None = None,
     fifo: bool | None = None,
 ) -> dict[str, Any]:
     """Process an SQS event; return the partial batch response ``{"batchItemFailures": [...]}``."""
@@ -222,7 +223,7 @@ def _process_record(
         context = RecordContext(
             record=raw,
             queue_url=lambda: _queue_url(raw, settings, client),
-            sqs_client=_LazyClient(client),
+            sqs_client=cast("SQSClient", _LazyClient(client)),
             visibility_timeout_seconds=settings.visibility_timeout_seconds,
             received_at=batch_started,
         )

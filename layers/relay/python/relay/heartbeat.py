@@ -17,9 +17,12 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING
 
 from relay.errors import TransientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 MAX_IN_FLIGHT_SECONDS = 43_200
 # Covers clock skew and the gap between the SQS receive and the anchor the caller passes in.
@@ -43,7 +46,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        sqs_client: Any,
+        sqs_client: SQSClient,
         queue_url: str,
         receipt_handle: str,
         *,

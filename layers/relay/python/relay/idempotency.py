@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
@@ -44,6 +44,10 @@ from relay.errors import (
     classify_cancellation_reason,
 )
 from relay.observability import logger, record_metric
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 MARKER_KIND = "processed-event"
 DEFAULT_TTL_SECONDS = 7 * 86_400
@@ -96,7 +100,7 @@ def commit_once(
     writes: Sequence[BusinessWrite | Mapping[str, Any]],
     *,
     table_name: str,
-    ddb_client: Any = None,
+    ddb_client: DynamoDBClient | None = None,
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     now: datetime | None = None,
 ) -> CommitResult:
@@ -132,7 +136,7 @@ def commit_once(
     # (processedAt changes per attempt), and a retried request whose first attempt did commit is
     # already recognised by the marker as a DUPLICATE with the same hash.
     try:
-        client.transact_write_items(TransactItems=items)
+        client.transact_write_items(TransactItems=cast("list[TransactWriteItemTypeDef]", items))
     except Exception as exc:
         if _error_code(exc) != "TransactionCanceledException":
             raise  # classified by the consumer (relay.errors.classify)
@@ -140,7 +144,7 @@ def commit_once(
     return CommitResult.APPLIED
 
 
-def already_processed(envelope: Envelope, *, table_name: str, ddb_client: Any) -> bool:
+def already_processed(envelope: Envelope, *, table_name: str, ddb_client: DynamoDBClient) -> bool:
     """Whether this event's processed-event marker exists: a cheap early exit for a redelivery, before
     any read or call. It compares the payload hash the marker recorded, so a conflicting replay (same
     eventId, other content) is a ``PayloadConflict`` here too -- the transaction would catch it, but an
@@ -170,13 +174,15 @@ def already_processed(envelope: Envelope, *, table_name: str, ddb_client: Any) -
     return True
 
 
-def apply_writes(writes: Sequence[BusinessWrite], *, ddb_client: Any) -> None:
+def apply_writes(writes: Sequence[BusinessWrite], *, ddb_client: DynamoDBClient) -> None:
     """The business writes in ONE ``TransactWriteItems`` WITHOUT a processed-event marker (an API
     request, not an event: its own idempotency is elsewhere). A write whose condition failed raises
     its own explanation (``on_condition_failed(old_item)``); anything else is classified by
     ``relay.errors.classify``."""
     try:
-        ddb_client.transact_write_items(TransactItems=[dict(w.transact_item) for w in writes])
+        ddb_client.transact_write_items(
+            TransactItems=cast("list[TransactWriteItemTypeDef]", [dict(w.transact_item) for w in writes])
+        )
     except Exception as exc:
         reasons = (getattr(exc, "response", {}) or {}).get("CancellationReasons") or []
         for write, reason in zip(writes, reasons, strict=False):
@@ -192,7 +198,7 @@ def _explain_cancellation(
     business: Sequence[BusinessWrite],
     received_hash: str,
     table_name: str,
-    client: Any,
+    client: DynamoDBClient,
 ) -> CommitResult:
     response: dict[str, Any] = getattr(exc, "response", {}) or {}
     reasons: list[dict[str, Any]] = list(response.get("CancellationReasons") or [])

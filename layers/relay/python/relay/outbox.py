@@ -19,6 +19,9 @@ from relay.envelope import Envelope
 from relay.idempotency import BusinessWrite, put, serialize_item
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_sns import SNSClient
+
     from relay.clients import AwsClients
 
 OUTBOX_KIND = "outbox"
@@ -68,7 +71,9 @@ def _default_client(service: str) -> Any:
     return boto3.client(service)  # type: ignore[call-overload]  # the service is a parameter
 
 
-def sns_publisher(topic_arn: str, sns_client: Any = None) -> Callable[[Envelope, Mapping[str, Any]], None]:
+def sns_publisher(
+    topic_arn: str, sns_client: SNSClient | None = None
+) -> Callable[[Envelope, Mapping[str, Any]], None]:
     """Publish an envelope to SNS with the ``eventType`` (and ``correlationId``) message attributes
     that subscription filter policies match on."""
 
@@ -95,8 +100,8 @@ def publish_outbox_batch(
     *,
     publish: Callable[[Envelope], None] | None = None,
     topic_arn: str | None = None,
-    sns_client: Any = None,
-    ddb_client: Any = None,
+    sns_client: SNSClient | None = None,
+    ddb_client: DynamoDBClient | None = None,
     table_name: str | None = None,
 ) -> dict[str, Any]:
     """DynamoDB-stream consumer body; returns ``{"batchItemFailures": [{"itemIdentifier": seq}]}``.
@@ -157,7 +162,7 @@ class OutboxSkipped(Exception):
     """Not attempted because an earlier record of the batch failed (kept for ordering)."""
 
 
-def _mark_published(ddb: Any, table_name: str, keys: dict[str, Any]) -> None:
+def _mark_published(ddb: DynamoDBClient, table_name: str, keys: dict[str, Any]) -> None:
     now = datetime.now(UTC)
     try:
         ddb.update_item(

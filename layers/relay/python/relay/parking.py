@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
 
 # SQS allows at most 10 message attributes per message; ours take 6, the original keeps the rest.
 MAX_MESSAGE_ATTRIBUTES = 10
@@ -30,7 +33,7 @@ def park(
     record: dict[str, Any],
     error: BaseException,
     *,
-    sqs_client: Any,
+    sqs_client: SQSClient,
     dlq_url: str,
     source_queue_url: str,
     now: datetime | None = None,

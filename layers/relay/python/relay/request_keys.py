@@ -17,12 +17,15 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay.envelope import canonical_json
 from relay.errors import DependencyUnavailable
 from relay.idempotency import BusinessWrite, deserialize_item, put
 from relay.state_machine import now_iso
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 KIND = "request-key"
 
@@ -71,7 +74,7 @@ class RequestKeys:
     ``id_attribute`` is the stored attribute holding its id ("operationId")."""
 
     def __init__(
-        self, *, table_name: str, ddb_client: Any, entity: str, id_attribute: str, retry_hint: str
+        self, *, table_name: str, ddb_client: DynamoDBClient, entity: str, id_attribute: str, retry_hint: str
     ) -> None:
         self.table_name = table_name
         self.ddb = ddb_client

@@ -27,10 +27,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay.errors import DependencyUnavailable, PayloadConflict
 from relay.http import WebhookClient
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 _lambda_context: Any = None
 
@@ -42,7 +45,7 @@ def register_lambda_context(context: Any) -> None:
 
 
 @functools.cache
-def _persistence(table_name: str, ddb_client: Any) -> Any:
+def _persistence(table_name: str, ddb_client: DynamoDBClient) -> Any:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     # key_attr/expiry_attr are the table contract shared with relay.idempotency.
@@ -59,7 +62,7 @@ def run_once(
     call: Callable[[str], Mapping[str, Any]],
     table_name: str,
     expires_after_seconds: int = 86_400,
-    ddb_client: Any = None,
+    ddb_client: DynamoDBClient | None = None,
 ) -> dict[str, Any]:
     """Run ``call(downstream_key)`` at most once per (name, downstream_key); return its result.
 
@@ -123,11 +126,17 @@ class OnceWebhook:
 
     webhook: WebhookClient
     idempotency_table: str
-    ddb_client: Any
+    ddb_client: DynamoDBClient
 
     @classmethod
     def of(
-        cls, url: str, *, timeout_seconds: float, what: str, idempotency_table: str, ddb_client: Any
+        cls,
+        url: str,
+        *,
+        timeout_seconds: float,
+        what: str,
+        idempotency_table: str,
+        ddb_client: DynamoDBClient,
     ) -> OnceWebhook:
         return cls(
             WebhookClient(url, timeout_seconds=timeout_seconds, what=what), idempotency_table, ddb_client
