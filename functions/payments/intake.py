@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from payments.models import ErrorInfo, OperationView, PaymentRequest, ResultRefs, StepView
 from payments.operations import Operation, Status, Step, now_iso
 from payments.store import OperationStore
+from payments.subscriptions import PAYMENT_REQUESTED
 from relay.claim_check import put_json
 from relay.envelope import ClaimCheckRef, new_envelope
 from relay.request_keys import Binding, IdempotencyKeyMismatch, RequestKeyRecord, request_sha256
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 __all__ = ["IdempotencyKeyMismatch"]
-
-PAYMENT_REQUESTED = "PaymentRequested"
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,14 @@ from payments.operations import (
 )
 from payments.settings import MAX_SQS_DELAY_SECONDS, Settings
 from payments.store import status_of
+from payments.subscriptions import (
+    INVOICE_REQUESTED,
+    OPERATION_COMPLETED,
+    PAYMENT_COMPLETED,
+    PAYMENT_FAILED,
+    PAYMENT_REQUESTED,
+    PAYMENT_STATUS_CHECK_DUE,
+)
 from relay.backoff import backoff_delay
 from relay.claim_check import get_json, put_json
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
@@ -55,12 +63,6 @@ if TYPE_CHECKING:
     from payments.store import OperationStore
     from relay.consumer import RecordContext
 
-PAYMENT_REQUESTED = "PaymentRequested"
-PAYMENT_STATUS_CHECK_DUE = "PaymentStatusCheckDue"
-PAYMENT_COMPLETED = "PaymentCompleted"
-PAYMENT_FAILED = "PaymentFailed"
-INVOICE_REQUESTED = "InvoiceRequested"
-OPERATION_COMPLETED = "OperationCompleted"
 
 # States in which a step's work is already done (its outcome committed).
 PAYMENT_DONE = frozenset(

@@ -14,6 +14,12 @@ from aws_cdk import Duration
 from aws_cdk import aws_apigatewayv2 as apigw
 from constructs import Construct
 from payments import settings as env
+from payments.subscriptions import (
+    INVOICE_REQUESTS_FILTER,
+    PAYMENT_REQUESTS_FILTER,
+    POST_PROCESSING_FILTER,
+    RAW_DELIVERY,
+)
 
 from infra.config import StageConfig
 from infra.constructs.buckets import PrivateBucket
@@ -26,19 +32,6 @@ from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue
 from infra.constructs.tables import ReliableTable, idempotency_table
 from infra.stacks.base import Platform, RelayStack
-
-# Enveloped (not raw) delivery: the SNS notification keeps the topic ARN, MessageId and timestamp for
-# tracing, and message attributes (eventType) stay readable even past SQS's 10-attribute limit for raw
-# delivery. The kernel unwraps both, so the choice is about observability, not code.
-ENVELOPED = False
-
-# Which queue hears which event type (the message attribute the outbox publisher sets). The handlers name
-# these types in payments.steps; a standard-library `payments/subscriptions.py`, as orders has, would let
-# this stack import them instead of spelling them again.
-PAYMENT_REQUESTS_FILTER = {"eventType": ["PaymentRequested"]}
-POST_PROCESSING_FILTER = {"eventType": ["PaymentCompleted"]}
-INVOICE_REQUESTS_FILTER = {"eventType": ["InvoiceRequested"]}
-
 
 CLAIM_CHECK_PREFIX = "payments/"
 CLAIM_CHECK_GRANT = (
@@ -115,7 +108,7 @@ class PaymentsStack(RelayStack):
             (post_q, POST_PROCESSING_FILTER),
             (invoice_q, INVOICE_REQUESTS_FILTER),
         ):
-            topic.subscribe(queue, filter_policy=allowlist_filter(spec), raw_delivery=ENVELOPED)
+            topic.subscribe(queue, filter_policy=allowlist_filter(spec), raw_delivery=RAW_DELIVERY)
         self.topic = topic
 
         # Each function's environment comes from its declaration in payments/settings.py, which the
