@@ -129,10 +129,6 @@ def _already(what: str) -> Callable[[dict[str, Any] | None], Exception]:
     return lambda _old: AlreadyApplied(what)
 
 
-def _commit(envelope: Envelope, writes: list[BusinessWrite], orders: OrderStore) -> CommitResult:
-    return orders.commit_once(envelope, writes)
-
-
 # -------------------------------------------------------------------------------------------------
 # inventory
 # -------------------------------------------------------------------------------------------------
@@ -214,7 +210,7 @@ def reserve_stock(
         writes.append(inventory.take_write(line, on_condition_failed=_shortage(line)))
 
     try:
-        result = _commit(envelope, writes, orders)
+        result = orders.commit_once(envelope, writes)
     except AlreadyApplied as exc:
         _skip(envelope, order_id, str(exc))
         return
@@ -261,13 +257,12 @@ def _reject(
     rejected = order_event(ORDER_REJECTED, order, "rejected", payload=payload, causation_id=envelope.event_id)
     stale = on_stale(plan, frozenset({Status.REJECTED}))
     try:
-        result = _commit(
+        result = orders.commit_once(
             envelope,
             [
                 orders.transition_write(plan, on_condition_failed=stale),
                 orders.outbox_write(order.order_id, rejected),
             ],
-            orders,
         )
     except AlreadyApplied as exc:
         _skip(envelope, order.order_id, str(exc))
@@ -319,7 +314,7 @@ def release_stock(
     ]
     writes.extend(inventory.give_back_write(line) for line in reservation.items)
     try:
-        result = _commit(envelope, writes, orders)
+        result = orders.commit_once(envelope, writes)
     except AlreadyApplied as exc:
         _skip(envelope, order_id, str(exc))
         return
@@ -390,13 +385,12 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = 
         causation_id=envelope.event_id,
     )
     try:
-        result = _commit(
+        result = orders.commit_once(
             envelope,
             [
                 orders.transition_write(plan, on_condition_failed=on_stale(plan, frozenset())),
                 orders.outbox_write(order_id, paid),
             ],
-            orders,
         )
     except AlreadyApplied as exc:
         _skip(envelope, order_id, str(exc))
@@ -426,7 +420,7 @@ def _orphan(
         on_condition_failed=_already(f"orphan payment {operation_id} already recorded"),
     )
     try:
-        result = _commit(envelope, [write], orders)
+        result = orders.commit_once(envelope, [write])
     except AlreadyApplied as exc:
         _skip(envelope, order_id, str(exc))
         return

@@ -10,11 +10,6 @@ from pydantic import Field, field_validator
 
 from relay.settings import FunctionEnvironment, OutboxSettings, http_url
 
-# One DynamoDB transaction holds at most 100 items. Reserving an order writes the processed-event
-# marker, the order, the reservation record and one item per SKU (and a rejection an outbox row):
-# 100 - 4 = 96 SKUs at most.
-TRANSACTION_ITEM_LIMIT = 100
-MAX_SKUS_PER_TRANSACTION = TRANSACTION_ITEM_LIMIT - 4
 # Lines per order: the OpenAPI document's maxItems, so one number for every stage (a per-stage limit
 # would reject orders the checked-in document accepts). Well inside one reservation transaction.
 MAX_ORDER_ITEMS = 25

@@ -8,5 +8,6 @@ Layers, each in its own place:
   operation), the state machine in ``operations``, the API contract in ``models``;
 * data access and partners -- ``store`` (the only module that knows table attribute names),
   ``legacy`` and ``invoices`` (the external HTTP systems);
+* contract -- ``subscriptions`` (event types and filter policies; the CDK stack imports it too);
 * wiring -- ``settings`` (what each function's environment holds) and ``wiring`` (clients, stores).
 """

@@ -121,14 +121,6 @@ class Operation:
     invoice_id: str | None = None
     expires_at: int | None = None
 
-    def step_started_at(self, status: Status) -> datetime | None:
-        """When the operation entered ``status`` (from the step history), if it did."""
-        step, step_status = STEP_OF[status]
-        for entry in reversed(self.steps):
-            if entry.step == step and entry.status == step_status:
-                return parse_iso(entry.at)
-        return None
-
     def ids(self) -> dict[str, str]:
         ids = {"operationId": self.operation_id, "paymentId": self.payment_id}
         if self.order_id:
@@ -173,8 +165,3 @@ def plan_transition(
         entry=step.entry(),
         **attributes,
     )
-
-
-def rank(status: Status) -> int:
-    """Position on the happy path (FAILED ranks after everything: nothing follows it)."""
-    return len(HAPPY_PATH) if status is Status.FAILED else HAPPY_PATH.index(status)

@@ -32,7 +32,7 @@ from relay.request_keys import Binding
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-from relay.state_machine import state_of, status_check, transition_write
+from relay.state_machine import state_of, transition_write
 
 OPERATION_SK = "OPERATION"
 OPERATION_KIND = "operation"
@@ -186,17 +186,6 @@ class OperationStore(EntityStore):
                 condition=Condition().equals(status=str(Status.PAYMENT_PROCESSING)),
                 on_condition_failed=on_condition_failed,
             )
-        )
-
-    def still_in_write(
-        self, operation_id: str, status: Status, *, on_condition_failed: OnConditionFailed
-    ) -> BusinessWrite:
-        """A ConditionCheck that the operation is still in ``status`` (no write)."""
-        return status_check(
-            self.table_name,
-            operation_key(operation_id),
-            str(status),
-            on_condition_failed=on_condition_failed,
         )
 
 

@@ -13,8 +13,10 @@ from pydantic.alias_generators import to_camel
 
 from relay.envelope import Envelope
 from relay.errors import InvalidInput
+from reports.subscriptions import REPORT_GENERATED
 
-REPORT_GENERATED = "ReportGenerated"
+__all__ = ["REPORT_GENERATED"]
+
 _IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 
 

@@ -40,6 +40,7 @@ from relay.observability import logger, record_metric
 from reports._http import Digest, TooLarge, fetch_digest
 from reports.events import ReportGenerated, parse_report_generated
 from reports.store import Status, Verification, VerificationStore, verification_from_old
+from reports.subscriptions import REPORT_GENERATED
 
 WHAT = "report API"
 MISMATCH_METRIC = "VerificationMismatch"
@@ -221,7 +222,7 @@ def _outcome(
 
 def _already_recorded(existing: Verification, event: ReportGenerated) -> None:
     if existing.expected_sha256 == event.sha256 and existing.agent_id == event.agent_id:
-        record_metric("Duplicate", event_type="ReportGenerated")
+        record_metric("Duplicate", event_type=REPORT_GENERATED)
         logger().info(
             "report already verified; acknowledged without effect", extra={"status": str(existing.status)}
         )

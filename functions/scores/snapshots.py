@@ -94,7 +94,7 @@ def snapshot_hour_of(envelope: Envelope) -> str:
 def take_snapshot(envelope: Envelope, store: ScoresStore, *, now: datetime | None = None) -> SnapshotRun:
     hour = snapshot_hour_of(envelope)
     log = logger()
-    if store.is_processed(envelope.event_id):
+    if store.already_processed(envelope):
         log.info("snapshot job already done; acknowledged", extra={"snapshot_hour": hour})
         record_metric("Duplicate", event_type=envelope.event_type)
         return SnapshotRun(hour, skipped_job=True)
@@ -139,7 +139,7 @@ def take_snapshot(envelope: Envelope, store: ScoresStore, *, now: datetime | Non
                 },
             )
     # Marker last: written only when every agent has its snapshot, so a crash before it reruns the job.
-    if store.idempotency_table is None:  # pragma: no cover - the runtime always sets it
+    if store.idempotency_table is None:  # pragma: no cover - the wiring always sets it
         raise RuntimeError("ScoresStore was built without the idempotency table")
     commit_once(envelope, [], table_name=store.idempotency_table, ddb_client=store.ddb)
     record_metric("SnapshotsWritten", value=written, event_type=envelope.event_type)

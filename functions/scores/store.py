@@ -23,8 +23,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from relay.envelope import Envelope
 from relay.errors import classify
-from relay.idempotency import deserialize_item, marker_id, serialize_item
+from relay.idempotency import already_processed, deserialize_item, serialize_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -206,14 +207,8 @@ class ScoresStore:
 
     # job markers -------------------------------------------------------------------------------
 
-    def is_processed(self, event_id: str) -> bool:
-        """Whether the kernel's processed-event marker for ``event_id`` exists (a cheap early exit)."""
+    def already_processed(self, envelope: Envelope) -> bool:
+        """Early exit for a rerun of a finished job (``relay.idempotency.already_processed``)."""
         if not self.idempotency_table:
             raise RuntimeError("ScoresStore was built without the idempotency table")
-        response = self.ddb.get_item(
-            TableName=self.idempotency_table,
-            Key={"id": {"S": marker_id(event_id)}},
-            ConsistentRead=True,
-            ProjectionExpression="id",
-        )
-        return bool(response.get("Item"))
+        return already_processed(envelope, table_name=self.idempotency_table, ddb_client=self.ddb)

@@ -12,6 +12,7 @@ from typing import Any
 from aws_cdk import CfnOutput
 from constructs import Construct
 from reports import settings as env
+from reports.subscriptions import REPORT_GENERATED_FILTER
 
 from infra.config import StageConfig
 from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
@@ -23,7 +24,6 @@ from infra.stacks.base import Platform, RelayStack
 
 VERIFIER_MAX_RECEIVE_COUNT = 12
 VERIFIER_BACKOFF_BASE_SECONDS = 30
-REPORT_GENERATED_FILTER = {"eventType": ["ReportGenerated"]}
 
 
 class ReportsStack(RelayStack):

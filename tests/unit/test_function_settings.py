@@ -80,3 +80,13 @@ def test_wiring_is_built_once_checked_per_function_and_forgotten_by_reset_all(
 
     reset_all()
     assert worker() == 2 and "reset" in hooks
+
+
+def test_a_required_setting_without_a_value_fails_synth_and_an_unset_optional_is_left_out() -> None:
+    with pytest.raises(SettingsError, match="missing required settings: queue_url, widgets_table"):
+        WORKER.environment(widgets_table=None, queue_url="")
+
+    assert WORKER.environment(widgets_table="t", queue_url="q", timeout_seconds=None) == {
+        "WIDGETS_TABLE": "t",
+        "QUEUE_URL": "q",
+    }

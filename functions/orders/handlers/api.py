@@ -63,13 +63,13 @@ def create_order(
     request: Annotated[OrderRequest, Body(embed=False)],
     idempotency_key: Annotated[str | None, api.idempotency_key_header()] = None,
 ) -> Response[dict[str, Any]]:
-    rt = _wiring()
+    wired = _wiring()
     placed = place_order(
         request,
         idempotency_key=idempotency_key,
         correlation_id=api.correlation_id(app),
-        store=rt.orders,
-        key_ttl_days=rt.settings.request_key_ttl_days,
+        store=wired.orders,
+        key_ttl_days=wired.settings.request_key_ttl_days,
     )
     logger.info("order placed", extra={"order_id": placed.order.order_id, "replayed": placed.replayed})
     return _order(

@@ -46,15 +46,15 @@ def create_payment(
     request: Annotated[PaymentRequest, Body(embed=False)],
     idempotency_key: Annotated[str | None, api.idempotency_key_header()] = None,
 ) -> Response[dict[str, Any]]:
-    rt = _wiring()
+    wired = _wiring()
     accepted = accept_payment(
         request,
         idempotency_key=idempotency_key,
         correlation_id=api.correlation_id(app),
-        store=rt.store,
-        s3_client=rt.s3,
-        bucket=rt.bucket,
-        key_ttl_days=max(rt.settings.terminal_ttl_days, rt.settings.failed_ttl_days),
+        store=wired.store,
+        s3_client=wired.s3,
+        bucket=wired.bucket,
+        key_ttl_days=max(wired.settings.terminal_ttl_days, wired.settings.failed_ttl_days),
     )
     logger.info(
         "payment request accepted",

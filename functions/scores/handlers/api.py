@@ -69,12 +69,12 @@ MAX_BODY_BYTES = 16 * 1024
     tags=["scores"],
 )
 def request_snapshot(request: Annotated[SnapshotRequest, Body(embed=False)]) -> Response[dict[str, Any]]:
-    rt = _wiring()
+    wired = _wiring()
     try:
         envelope = enqueue_snapshot(
             request.snapshot_hour,
-            sqs_client=rt.api_sqs,
-            queue_url=rt.settings.require("snapshot_queue_url"),
+            sqs_client=wired.api_sqs,
+            queue_url=wired.settings.require("snapshot_queue_url"),
             correlation_id=api.correlation_id(app),
         )
     except Exception as exc:

@@ -44,20 +44,26 @@ def aws_client(service: str, *, fast: bool = False) -> Any:
 class AwsClients:
     """Lazily created, per-process clients; a service's wiring subclasses it."""
 
-    fast: bool = False
-
     @functools.cached_property
     def ddb(self) -> DynamoDBClient:
-        return aws_client("dynamodb", fast=self.fast)
+        return aws_client(
+            "dynamodb",
+        )
 
     @functools.cached_property
     def s3(self) -> S3Client:
-        return aws_client("s3", fast=self.fast)
+        return aws_client(
+            "s3",
+        )
 
     @functools.cached_property
     def sqs(self) -> SQSClient:
-        return aws_client("sqs", fast=self.fast)
+        return aws_client(
+            "sqs",
+        )
 
     @functools.cached_property
     def sns(self) -> SNSClient:
-        return aws_client("sns", fast=self.fast)
+        return aws_client(
+            "sns",
+        )

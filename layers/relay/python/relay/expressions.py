@@ -1,7 +1,7 @@
 """DynamoDB expression builders: the placeholders (``#name``, ``:value``) are generated, so a
 data-access module writes attribute names once and never hand-numbers ``#a0``/``:a0``.
 
-    update = Update().set("status", "PAID").increment("version", 1).append("history", [entry])
+    update = Update().set("status", "PAID").add("version", 1).append("history", [entry])
     condition = Condition().equals(status="CREATED", version=3)
     write = update.write(table, key, condition=condition, on_condition_failed=explain)
 

@@ -123,7 +123,7 @@ class FunctionEnvironment[S: FunctionSettings]:
         """The Lambda environment (for the stack): every required setting and any optional one, by
         field name. Values the deployment resolves later (CDK tokens) are passed through unchecked."""
         unknown = sorted(set(values) - {*self.required, *self.optional})
-        missing = sorted(set(self.required) - set(values))
+        missing = sorted(f for f in self.required if values.get(f) in (None, ""))
         if unknown or missing:
             raise SettingsError(
                 f"{self.label}: "
@@ -138,7 +138,7 @@ class FunctionEnvironment[S: FunctionSettings]:
             )
         known = {k: v for k, v in values.items() if not (isinstance(v, str) and "${Token[" in v)}
         self.settings._validated(known, what=f"invalid settings for {self.label}")
-        return {self.settings.env_name(field): str(value) for field, value in values.items()}
+        return {self.settings.env_name(f): str(v) for f, v in values.items() if v is not None and v != ""}
 
     def load(self, environ: Mapping[str, str] | None = None) -> S:
         """The function's settings, checked at cold start: every required variable set, every value
