@@ -136,7 +136,12 @@ class FunctionEnvironment[S: FunctionSettings]:
                     if part
                 )
             )
-        known = {k: v for k, v in values.items() if not (isinstance(v, str) and "${Token[" in v)}
+        # Unset optionals take the model's default; values the deployment resolves (tokens) pass unchecked.
+        known = {
+            k: v
+            for k, v in values.items()
+            if v not in (None, "") and not (isinstance(v, str) and "${Token[" in v)
+        }
         self.settings._validated(known, what=f"invalid settings for {self.label}")
         return {self.settings.env_name(f): str(v) for f, v in values.items() if v is not None and v != ""}
 
