@@ -30,6 +30,12 @@ class Settings(OutboxSettings):
     terminal_ttl_days: int = Field(30, gt=0)
     failed_ttl_days: int = Field(90, gt=0)
 
+    @property
+    def request_key_ttl_days(self) -> int:
+        """How long a client's Idempotency-Key stays bound: as long as the longest-kept operation, so a
+        retry never creates a second operation while the first can still be read."""
+        return max(self.terminal_ttl_days, self.failed_ttl_days)
+
     @field_validator("legacy_payments_url", "invoice_api_url")
     @classmethod
     def _base_url(cls, value: str | None) -> str | None:

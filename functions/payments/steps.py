@@ -20,7 +20,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Concatenate, Protocol
 
 from payments.invoices import invoice_key
 from payments.legacy import LegacyStatus, payment_key
@@ -76,12 +76,6 @@ PAYMENT_DONE = frozenset(
 )
 POST_PROCESSING_DONE = frozenset({Status.INVOICE_PENDING, Status.COMPLETED})
 INVOICE_DONE = frozenset({Status.COMPLETED})
-
-
-StepBody = Callable[..., None]
-"""A step's body: ``(envelope, ctx, deps, operation, **options)``."""
-StepCall = Callable[..., None]
-"""A step as the handlers call it: ``(envelope, ctx, deps, **options)``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,15 +154,24 @@ def _load(deps: StepDeps, operation_id: str, envelope: Envelope) -> Operation:
     return operation
 
 
-def runs(rule: StepRule) -> Callable[[StepBody], StepCall]:
+def runs[**P](
+    rule: StepRule,
+) -> Callable[
+    [Callable[Concatenate[Envelope, RecordContext, StepDeps, Operation, P], None]],
+    Callable[Concatenate[Envelope, RecordContext, StepDeps, P], None],
+]:
     """A step's entry: ``_begin`` decides whether (and on which operation) the body runs."""
 
-    def wrap(body: StepBody) -> StepCall:
+    def wrap(
+        body: Callable[Concatenate[Envelope, RecordContext, StepDeps, Operation, P], None],
+    ) -> Callable[Concatenate[Envelope, RecordContext, StepDeps, P], None]:
         @functools.wraps(body)
-        def step(envelope: Envelope, ctx: RecordContext, deps: StepDeps, **options: Any) -> None:
+        def step(
+            envelope: Envelope, ctx: RecordContext, deps: StepDeps, /, *args: P.args, **options: P.kwargs
+        ) -> None:
             operation = _begin(envelope, deps, rule)
             if operation is not None:
-                body(envelope, ctx, deps, operation, **options)
+                body(envelope, ctx, deps, operation, *args, **options)
 
         return step
 

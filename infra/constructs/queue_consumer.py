@@ -22,6 +22,7 @@ from constructs import Construct
 from infra.constructs.defaults import FIFO_MAX_BATCH_SIZE, VISIBILITY_FACTOR
 from infra.constructs.function import FunctionSettings, RelayFunction
 from infra.constructs.reliable_queue import ReliableQueue
+from relay import consumer_env
 
 
 class QueueConsumer(RelayFunction):
@@ -45,9 +46,9 @@ class QueueConsumer(RelayFunction):
     ) -> None:
         # The kernel consumer's own settings (relay.consumer.ConsumerSettings); ``backoff_base_seconds``
         # is the first delay of a transient failure's back-off (kernel default 2 s).
-        kernel = {"RELAY_QUEUE_URL": queue.queue.queue_url, "RELAY_DLQ_URL": queue.dlq.queue_url}
+        kernel = {consumer_env.QUEUE_URL: queue.queue.queue_url, consumer_env.DLQ_URL: queue.dlq.queue_url}
         if backoff_base_seconds is not None:
-            kernel["RELAY_BACKOFF_BASE_SECONDS"] = str(backoff_base_seconds)
+            kernel[consumer_env.BACKOFF_BASE_SECONDS] = str(backoff_base_seconds)
         super().__init__(
             scope,
             construct_id,
@@ -64,7 +65,7 @@ class QueueConsumer(RelayFunction):
             VISIBILITY_FACTOR * int(self.timeout.to_seconds())
         )
         # The kernel's heartbeat extends a long-running message by this much each time.
-        self.function.add_environment("RELAY_VISIBILITY_TIMEOUT_SECONDS", str(visibility))
+        self.function.add_environment(consumer_env.VISIBILITY_TIMEOUT_SECONDS, str(visibility))
 
         window = consumers.batching_window_seconds
         fifo_batch = min(consumers.batch_size, FIFO_MAX_BATCH_SIZE)

@@ -90,3 +90,19 @@ def test_a_required_setting_without_a_value_fails_synth_and_an_unset_optional_is
         "WIDGETS_TABLE": "t",
         "QUEUE_URL": "q",
     }
+
+
+def test_a_queue_handler_without_its_dlq_refuses_to_consume(monkeypatch: pytest.MonkeyPatch) -> None:
+    from relay.consumer import queue_handler
+    from tests.builders import FakeContext
+
+    class NoAws:
+        sqs = None  # never reached: the check comes first
+
+    handled: list[object] = []
+    handler = queue_handler(lambda: NoAws(), lambda _w, envelope, _ctx: handled.append(envelope))  # type: ignore[arg-type, type-var]
+    monkeypatch.delenv("RELAY_DLQ_URL", raising=False)
+
+    with pytest.raises(SettingsError, match="RELAY_DLQ_URL is not set"):
+        handler({"Records": []}, FakeContext())
+    assert handled == []

@@ -54,7 +54,7 @@ def create_payment(
         store=wired.store,
         s3_client=wired.s3,
         bucket=wired.bucket,
-        key_ttl_days=max(wired.settings.terminal_ttl_days, wired.settings.failed_ttl_days),
+        key_ttl_days=wired.settings.request_key_ttl_days,
     )
     logger.info(
         "payment request accepted",

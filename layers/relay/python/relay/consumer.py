@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
+from relay import consumer_env
 from relay.envelope import Envelope
 from relay.errors import PermanentError, RelayError, TransientError, classify
 from relay.observability import logger, metrics_batch, record_metric
@@ -61,11 +62,11 @@ class ConsumerSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ConsumerSettings:
         env = os.environ if environ is None else environ
         return cls(
-            queue_url=env.get("RELAY_QUEUE_URL") or None,
-            dlq_url=env.get("RELAY_DLQ_URL") or None,
-            backoff_base_seconds=_number(env, "RELAY_BACKOFF_BASE_SECONDS", 2.0),
-            backoff_cap_seconds=_number(env, "RELAY_BACKOFF_CAP_SECONDS", 900.0),
-            visibility_timeout_seconds=int(_number(env, "RELAY_VISIBILITY_TIMEOUT_SECONDS", 300)),
+            queue_url=env.get(consumer_env.QUEUE_URL) or None,
+            dlq_url=env.get(consumer_env.DLQ_URL) or None,
+            backoff_base_seconds=_number(env, consumer_env.BACKOFF_BASE_SECONDS, 2.0),
+            backoff_cap_seconds=_number(env, consumer_env.BACKOFF_CAP_SECONDS, 900.0),
+            visibility_timeout_seconds=int(_number(env, consumer_env.VISIBILITY_TIMEOUT_SECONDS, 300)),
             service=env.get("POWERTOOLS_SERVICE_NAME") or "relay",
         )
 
@@ -341,6 +342,7 @@ def queue_handler[W: AwsClients](
     """The Lambda handler of a queue consumer: Powertools logging with the Lambda context, the
     function's wiring (checked at cold start), and ``consume`` with ``handle(wiring, envelope, ctx)``
     per record. The function's module stays one line of domain: which function handles a record."""
+    from relay.settings import SettingsError
     from relay.side_effects import register_lambda_context
 
     log = logger()
@@ -354,7 +356,14 @@ def queue_handler[W: AwsClients](
         def one(envelope: Envelope, ctx: RecordContext) -> None:
             handle(wired, envelope, ctx)
 
-        # RELAY_QUEUE_URL / RELAY_DLQ_URL belong to the queue consumer construct that invokes us.
-        return consume(event, context, one, settings=ConsumerSettings.from_env(), sqs_client=wired.sqs)
+        # The RELAY_* variables belong to the queue consumer construct that invokes us (relay.consumer_env).
+        settings = ConsumerSettings.from_env()
+        if not settings.dlq_url:
+            # Without it a poison message could not be parked: refuse to consume at all.
+            raise SettingsError(
+                f"environment variable {consumer_env.DLQ_URL} is not set; a queue consumer cannot park "
+                "poison messages without it (the QueueConsumer construct sets it)."
+            )
+        return consume(event, context, one, settings=settings, sqs_client=wired.sqs)
 
     return handler
