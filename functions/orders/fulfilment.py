@@ -20,9 +20,11 @@ from typing import Any
 
 from orders.intake import items_payload, order_event
 from orders.orders import (
+    CANCELLABLE,
     PAYABLE,
     RESERVABLE,
     AlreadyApplied,
+    Cancellation,
     IllegalTransition,
     Order,
     OrderLine,
@@ -40,6 +42,7 @@ from orders.subscriptions import (
     ORDER_PAID,
     ORDER_REJECTED,
     PAYMENT_COMPLETED,
+    PAYMENT_FAILED,
 )
 from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable, InvalidInput, PermanentError
@@ -429,4 +432,82 @@ def _orphan(
         logger().warning(
             "orphan payment recorded",
             extra={"order_id": order_id, "operation_id": operation_id, "reason": reason},
+        )
+
+
+# -------------------------------------------------------------------------------------------------
+# failed payments
+# -------------------------------------------------------------------------------------------------
+
+PAYMENT_FAILED_CODE = "PaymentFailed"
+
+
+def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = None) -> None:
+    """PaymentFailed (from payments) with ``ids.orderId`` -> a CREATED or RESERVED order becomes
+    CANCELLED with the failure recorded (``cancellation``), and its OrderCancelled releases the stock
+    (the inventory consumer), once. An order that is already closed or paid is left as it is: nothing
+    is reserved for it any more, or another payment paid it."""
+    if envelope.event_type != PAYMENT_FAILED:
+        raise InvalidInput(
+            f"event {envelope.event_id} has eventType {envelope.event_type}; failed-payments handles "
+            f"{PAYMENT_FAILED}. Check the subscription's filter policy."
+        )
+    order_id = envelope.ids.get("orderId")
+    if not order_id:
+        logger().info(
+            "failed payment without an orderId; not an order payment, ignored",
+            extra={"operation_id": envelope.ids.get("operationId")},
+        )
+        return
+    operation_id = envelope.ids.get("operationId")
+    if not operation_id:
+        raise InvalidInput(f"event {envelope.event_id} (PaymentFailed) has no ids.operationId")
+    if orders.already_processed(envelope):
+        _skip(envelope, order_id, "event already processed")
+        return
+    order = orders.get_order(order_id)
+    if order is None or order.status not in CANCELLABLE:
+        status = order.status if order is not None else "unknown"
+        _skip(envelope, order_id, f"order is {status}; nothing to release", duplicate=False)
+        return
+
+    payload = envelope.payload or {}
+    reason = f"payment {operation_id} failed: {payload.get('code', 'unknown')}: {payload.get('reason', '')}"
+    plan = plan_transition(
+        order,
+        Status.CANCELLED,
+        now=now,
+        cancellation=Cancellation(PAYMENT_FAILED_CODE, reason.rstrip(": "), operation_id),
+    )
+    # The same event a customer's cancel publishes (identity [orderId, "cancelled"]): an order is
+    # cancelled once, whoever wins the conditional write.
+    cancelled = order_event(
+        ORDER_CANCELLED,
+        order,
+        "cancelled",
+        payload={
+            "previousStatus": str(order.status),
+            "items": items_payload(order),
+            "reason": PAYMENT_FAILED_CODE,
+        },
+        ids={"operationId": operation_id},
+        causation_id=envelope.event_id,
+    )
+    try:
+        result = orders.commit_once(
+            envelope,
+            [
+                orders.transition_write(
+                    plan, on_condition_failed=on_stale(plan, frozenset({Status.CANCELLED}))
+                ),
+                orders.outbox_write(order_id, cancelled),
+            ],
+        )
+    except AlreadyApplied as exc:
+        _skip(envelope, order_id, str(exc))
+        return
+    if result is CommitResult.APPLIED:
+        record_metric("OrderCancelledForFailedPayment", event_type=envelope.event_type)
+        logger().info(
+            "order cancelled: its payment failed", extra={"order_id": order_id, "operation_id": operation_id}
         )

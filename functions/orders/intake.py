@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from orders.models import HistoryView, OrderItem, OrderRequest, OrderView, RejectionView
+from orders.models import CancellationView, HistoryView, OrderItem, OrderRequest, OrderView, RejectionView
 from orders.orders import (
     CANCELLABLE,
     HistoryEntry,
@@ -211,6 +211,13 @@ def order_view(order: Order) -> OrderView:
             code=order.rejection.code, reason=order.rejection.reason, sku=order.rejection.sku
         )
         if order.rejection
+        else None,
+        cancellation=CancellationView(
+            code=order.cancellation.code,
+            reason=order.cancellation.reason,
+            operation_id=order.cancellation.operation_id,
+        )
+        if order.cancellation
         else None,
         payment_operation_id=order.payment_operation_id,
         created_at=order.created_at,

@@ -62,6 +62,12 @@ class HistoryView(ApiModel):
     at: str = Field(examples=["2024-05-01T10:00:00.000Z"])
 
 
+class CancellationView(ApiModel):
+    code: str = Field(description="Why the system cancelled the order: PaymentFailed")
+    reason: str
+    operation_id: str = Field(description="The payment operation that failed")
+
+
 class RejectionView(ApiModel):
     code: str = Field(examples=["InsufficientStock"])
     reason: str
@@ -76,6 +82,9 @@ class OrderView(ApiModel):
     items: list[OrderItem]
     history: list[HistoryView]
     rejection: RejectionView | None = None
+    cancellation: CancellationView | None = Field(
+        None, description="Present when the order was cancelled because its payment failed"
+    )
     payment_operation_id: str | None = None
     created_at: str
     updated_at: str

@@ -75,6 +75,15 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
+class Cancellation:
+    """Why an order was cancelled by the system rather than by its customer."""
+
+    code: str  # PaymentFailed
+    reason: str
+    operation_id: str
+
+
+@dataclass(frozen=True)
 class Rejection:
     code: str  # InsufficientStock | UnknownSku
     reason: str
@@ -94,6 +103,7 @@ class Order:
     updated_at: str
     history: tuple[HistoryEntry, ...] = ()
     rejection: Rejection | None = None
+    cancellation: Cancellation | None = None
     payment_operation_id: str | None = None
 
     def ids(self) -> dict[str, str]:

@@ -49,4 +49,7 @@ NOTIFIER = FunctionEnvironment(
     optional=("http_timeout_seconds",),
 )
 ANALYTICS = FunctionEnvironment(Settings, "analytics", required=("analytics_bucket",))
+FAILED_PAYMENTS = FunctionEnvironment(
+    Settings, "failed-payments", required=("orders_table", "idempotency_table")
+)
 PAID_ORDERS = FunctionEnvironment(Settings, "paid-orders", required=("orders_table", "idempotency_table"))

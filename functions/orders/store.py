@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orders.orders import HistoryEntry, Order, OrderLine, Rejection, Status, TransitionPlan
+from orders.orders import Cancellation, HistoryEntry, Order, OrderLine, Rejection, Status, TransitionPlan
 from relay.entity_store import EntityStore
 from relay.envelope import Envelope
 from relay.expressions import Condition, Update
@@ -104,6 +104,7 @@ def _lines(value: Any) -> tuple[OrderLine, ...]:
 
 def order_from_item(item: Mapping[str, Any]) -> Order:
     rejection = item.get("rejection")
+    cancellation = item.get("cancellation")
     return Order(
         order_id=str(item["orderId"]),
         customer_id=str(item["customerId"]),
@@ -118,6 +119,11 @@ def order_from_item(item: Mapping[str, Any]) -> Order:
         rejection=Rejection(str(rejection["code"]), str(rejection["reason"]), str(rejection["sku"]))
         if isinstance(rejection, Mapping)
         else None,
+        cancellation=Cancellation(
+            str(cancellation["code"]), str(cancellation["reason"]), str(cancellation["operationId"])
+        )
+        if isinstance(cancellation, Mapping)
+        else None,
         payment_operation_id=str(item["paymentOperationId"]) if item.get("paymentOperationId") else None,
     )
 
@@ -129,13 +135,19 @@ def status_of(item: Mapping[str, Any] | None) -> tuple[Status | None, int | None
 
 
 def _to_attribute(value: Any) -> Any:
+    if isinstance(value, Cancellation):
+        return {"code": value.code, "reason": value.reason, "operationId": value.operation_id}
     if isinstance(value, Rejection):
         return {"code": value.code, "reason": value.reason, "sku": value.sku}
     return value
 
 
 # Domain field -> attribute name, for the fields a transition may set.
-_ATTRIBUTES = {"rejection": "rejection", "payment_operation_id": "paymentOperationId"}
+_ATTRIBUTES = {
+    "rejection": "rejection",
+    "cancellation": "cancellation",
+    "payment_operation_id": "paymentOperationId",
+}
 
 
 class OrderStore(EntityStore):

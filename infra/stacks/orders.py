@@ -4,7 +4,9 @@ POST /orders → ONE transaction {order CREATED, outbox OrderCreated} → stream
 SNS order-events ─┬→ inventory queue      (OrderCreated, OrderCancelled: reserve/release stock once)
                   ├→ notification queue   (OrderCreated, OrderPaid, OrderRejected: webhook once)
                   └→ analytics queue      (every event, raw delivery: one S3 object per eventId)
-payments' payment-events ─→ paid-orders queue (PaymentCompleted: order PAID once + OrderPaid)
+payments' payment-events ─┬→ paid-orders queue     (PaymentCompleted: order PAID once + OrderPaid)
+                          └→ failed-payments queue (PaymentFailed: order CANCELLED once + OrderCancelled,
+                                                    which releases its stock)
 
 Each consumer has its own queue, retries and backlog, so a slow or broken one never holds the others
 back, and the order service never calls them synchronously.
@@ -22,6 +24,7 @@ from orders import settings as env
 # their moto tests deliver with the very same filters (`infra.stacks` puts functions/ on the path).
 from orders.subscriptions import (
     ANALYTICS_RAW_DELIVERY,
+    FAILED_PAYMENTS_FILTER,
     INVENTORY_FILTER,
     NOTIFICATIONS_FILTER,
     PAID_ORDERS_FILTER,
@@ -96,12 +99,14 @@ class OrdersStack(RelayStack):
         notify_q = queue("NotificationQueue", "order-notifications")
         analytics_q = queue("AnalyticsQueue", "analytics")
         paid_q = queue("PaidOrdersQueue", "paid-orders")
+        failed_q = queue("FailedPaymentsQueue", "failed-payments")
         topic.subscribe(inventory_q, filter_policy=allowlist_filter(INVENTORY_FILTER))
         topic.subscribe(notify_q, filter_policy=allowlist_filter(NOTIFICATIONS_FILTER))
         # Raw delivery: analytics stores the envelope as it is, one object per eventId; no SNS wrapper
         # to strip, and the body is what a daily export reads.
         topic.subscribe(analytics_q, raw_delivery=ANALYTICS_RAW_DELIVERY)
         payment_events.subscribe(paid_q, filter_policy=allowlist_filter(PAID_ORDERS_FILTER))
+        payment_events.subscribe(failed_q, filter_policy=allowlist_filter(FAILED_PAYMENTS_FILTER))
         self.topic = topic
 
         # Each function is told only of the tables it uses, and granted exactly those
@@ -188,10 +193,19 @@ class OrdersStack(RelayStack):
             environment=env.PAID_ORDERS.environment(**tables),
             description="PaymentCompleted → order PAID once + OrderPaid",
         )
+        failed = QueueConsumer(
+            self,
+            "FailedPayments",
+            settings=functions,
+            queue=failed_q,
+            handler="orders.handlers.failed_payments.handler",
+            environment=env.FAILED_PAYMENTS.environment(**tables),
+            description="PaymentFailed → order CANCELLED once + OrderCancelled (stock released)",
+        )
         # Analytics needs no marker: its S3 object per eventId, written only if absent, is the record.
-        for consumer in (inventory_fn, notifier, paid):
+        for consumer in (inventory_fn, notifier, paid, failed):
             idempotency.grant_read_write_data(consumer.function)
-        for consumer in (inventory_fn, paid):
+        for consumer in (inventory_fn, paid, failed):
             orders.grant_read_write_data(consumer.function)
         inventory.grant_read_write_data(inventory_fn.function)
         archive.grant_prefix(
@@ -206,10 +220,10 @@ class OrdersStack(RelayStack):
             self,
             "Alarms",
             settings=self.monitoring,
-            queues=[inventory_q, notify_q, analytics_q, paid_q],
+            queues=[inventory_q, notify_q, analytics_q, paid_q, failed_q],
             topics=[topic],
             outbox_publishers=[publisher],
-            consumers=[inventory_fn, notifier, analytics, paid],
+            consumers=[inventory_fn, notifier, analytics, paid, failed],
             kernel_metrics=[
                 KernelMetric(
                     "OrphanPayment",

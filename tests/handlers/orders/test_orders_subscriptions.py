@@ -22,6 +22,7 @@ from relay.envelope import Envelope, new_envelope
 from tests.builders import FakeContext, ddb_stream_event, outbox_insert
 from tests.handlers.orders.world import (
     ANALYTICS,
+    FAILED_PAYMENTS,
     INVENTORY,
     NOTIFICATIONS,
     ORDERS_TABLE,
@@ -30,6 +31,7 @@ from tests.handlers.orders.world import (
     OrdersWorld,
     failed_ids,
     payment_completed,
+    payment_failed,
 )
 
 EXPECTED = {
@@ -104,7 +106,16 @@ def test_payment_completed_reaches_only_the_paid_orders_queue(world: OrdersWorld
     assert reached == {PAID_ORDERS}
 
 
-@pytest.mark.parametrize("event_type", ["PaymentRequested", "PaymentFailed", "InvoiceRequested"])
+def test_payment_failed_reaches_the_failed_payments_queue_only(world: OrdersWorld) -> None:
+    # Issue 14: a failed payment releases its order's stock (orders.fulfilment.cancel_unpaid).
+    world.publish(PAYMENT_TOPIC, payment_failed("ord-1", "op-1"))
+
+    reached = {name for name, received in bodies(world).items() if received}
+
+    assert reached == {FAILED_PAYMENTS}
+
+
+@pytest.mark.parametrize("event_type", ["PaymentRequested", "InvoiceRequested"])
 def test_other_payment_events_reach_no_orders_queue(world: OrdersWorld, event_type: str) -> None:
     world.publish(
         PAYMENT_TOPIC,

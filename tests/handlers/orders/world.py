@@ -39,6 +39,7 @@ INVENTORY = _PLAN.queue_for("orders.handlers.inventory.handler")
 NOTIFICATIONS = _PLAN.queue_for("orders.handlers.notifier.handler")
 ANALYTICS = _PLAN.queue_for("orders.handlers.analytics.handler")
 PAID_ORDERS = _PLAN.queue_for("orders.handlers.paid_orders.handler")
+FAILED_PAYMENTS = _PLAN.queue_for("orders.handlers.failed_payments.handler")
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,10 @@ def _subscription(queue: str) -> Subscription:
 
 
 # How each queue is subscribed, as provisioned from the template.
-SUBSCRIPTIONS = {queue: _subscription(queue) for queue in (INVENTORY, NOTIFICATIONS, ANALYTICS, PAID_ORDERS)}
+SUBSCRIPTIONS = {
+    queue: _subscription(queue)
+    for queue in (INVENTORY, NOTIFICATIONS, ANALYTICS, PAID_ORDERS, FAILED_PAYMENTS)
+}
 ORDER_TOPIC = _PLAN.topic_name(_PLAN.env()["EVENTS_TOPIC_ARN"])
 PAYMENT_TOPIC = SUBSCRIPTIONS[PAID_ORDERS].topic
 
@@ -252,6 +256,21 @@ def payment_completed(
     )
 
 
+def payment_failed(order_id: str | None, operation_id: str, *, code: str = "PaymentRejected") -> Envelope:
+    """A PaymentFailed as payments publishes it (``payments.steps._fail``): ids with the order's id,
+    payload ``{code, reason}``."""
+    ids = {"operationId": operation_id, "paymentId": "pay-1"}
+    if order_id is not None:
+        ids["orderId"] = order_id
+    return new_envelope(
+        "PaymentFailed",
+        identity=[operation_id, "payment-failed"],
+        ids=ids,
+        payload={"code": code, "reason": "insufficient funds"},
+        correlation_id=f"corr-{operation_id}",
+    )
+
+
 def failed_ids(response: Mapping[str, Any]) -> list[str]:
     return [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
 
@@ -274,13 +293,14 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 def handlers() -> dict[str, Handler]:
-    from orders.handlers import analytics, inventory, notifier, paid_orders
+    from orders.handlers import analytics, failed_payments, inventory, notifier, paid_orders
 
     return {
         INVENTORY: inventory.handler,
         NOTIFICATIONS: notifier.handler,
         ANALYTICS: analytics.handler,
         PAID_ORDERS: paid_orders.handler,
+        FAILED_PAYMENTS: failed_payments.handler,
     }
 
 
