@@ -331,6 +331,51 @@ def release_stock(
 # -------------------------------------------------------------------------------------------------
 
 
+def _commit_transition(
+    envelope: Envelope, orders: OrderStore, plan: TransitionPlan, event: Envelope, *, done: frozenset[Status]
+) -> bool:
+    """The transition, the next event's outbox row and the marker in ONE transaction; True when this
+    delivery applied it (False: a duplicate, or the order is already where ``done`` says)."""
+    try:
+        result = orders.commit_once(
+            envelope,
+            [
+                orders.transition_write(plan, on_condition_failed=on_stale(plan, done)),
+                orders.outbox_write(plan.entity_id, event),
+            ],
+        )
+    except AlreadyApplied as exc:
+        _skip(envelope, plan.entity_id, str(exc))
+        return False
+    return result is CommitResult.APPLIED
+
+
+def _order_payment(
+    envelope: Envelope, orders: OrderStore, event_type: str, *, consumer: str
+) -> tuple[str, str] | None:
+    """``(orderId, operationId)`` of a payment outcome from payments, or None when there is nothing to
+    do: a payment without an order (not an order payment) or a redelivery."""
+    if envelope.event_type != event_type:
+        raise InvalidInput(
+            f"event {envelope.event_id} has eventType {envelope.event_type}; {consumer} handles "
+            f"{event_type}. Check the subscription's filter policy."
+        )
+    order_id = envelope.ids.get("orderId")
+    if not order_id:
+        logger().info(
+            f"{event_type} without an orderId; not an order payment, ignored",
+            extra={"operation_id": envelope.ids.get("operationId")},
+        )
+        return None
+    operation_id = envelope.ids.get("operationId")
+    if not operation_id:
+        raise InvalidInput(f"event {envelope.event_id} ({event_type}) has no ids.operationId")
+    if orders.already_processed(envelope):
+        _skip(envelope, order_id, "event already processed")
+        return None
+    return order_id, operation_id
+
+
 def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = None) -> None:
     """PaymentCompleted (from payments) with ``ids.orderId`` -> order PAID + OrderPaid, once.
 
@@ -339,24 +384,10 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = 
     alarmed), then acknowledged: retrying would not change the answer, and the money needs a human
     (refund or reconciliation), not a redelivery loop.
     """
-    if envelope.event_type != PAYMENT_COMPLETED:
-        raise InvalidInput(
-            f"event {envelope.event_id} has eventType {envelope.event_type}; paid-orders handles "
-            f"{PAYMENT_COMPLETED}. Check the subscription's filter policy."
-        )
-    order_id = envelope.ids.get("orderId")
-    if not order_id:
-        logger().info(
-            "payment without an orderId; not an order payment, ignored",
-            extra={"operation_id": envelope.ids.get("operationId")},
-        )
+    ids = _order_payment(envelope, orders, PAYMENT_COMPLETED, consumer="paid-orders")
+    if ids is None:
         return
-    operation_id = envelope.ids.get("operationId")
-    if not operation_id:
-        raise InvalidInput(f"event {envelope.event_id} (PaymentCompleted) has no ids.operationId")
-    if orders.already_processed(envelope):
-        _skip(envelope, order_id, "event already processed")
-        return
+    order_id, operation_id = ids
 
     order = orders.get_order(order_id)
     if order is None:
@@ -387,18 +418,7 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = 
         ids={"operationId": operation_id},
         causation_id=envelope.event_id,
     )
-    try:
-        result = orders.commit_once(
-            envelope,
-            [
-                orders.transition_write(plan, on_condition_failed=on_stale(plan, frozenset())),
-                orders.outbox_write(order_id, paid),
-            ],
-        )
-    except AlreadyApplied as exc:
-        _skip(envelope, order_id, str(exc))
-        return
-    if result is CommitResult.APPLIED:
+    if _commit_transition(envelope, orders, plan, paid, done=frozenset()):
         record_metric("OrderPaid", event_type=envelope.event_type)
         logger().info("order paid", extra={"order_id": order_id, "operation_id": operation_id})
 
@@ -447,24 +467,10 @@ def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime | Non
     CANCELLED with the failure recorded (``cancellation``), and its OrderCancelled releases the stock
     (the inventory consumer), once. An order that is already closed or paid is left as it is: nothing
     is reserved for it any more, or another payment paid it."""
-    if envelope.event_type != PAYMENT_FAILED:
-        raise InvalidInput(
-            f"event {envelope.event_id} has eventType {envelope.event_type}; failed-payments handles "
-            f"{PAYMENT_FAILED}. Check the subscription's filter policy."
-        )
-    order_id = envelope.ids.get("orderId")
-    if not order_id:
-        logger().info(
-            "failed payment without an orderId; not an order payment, ignored",
-            extra={"operation_id": envelope.ids.get("operationId")},
-        )
+    ids = _order_payment(envelope, orders, PAYMENT_FAILED, consumer="failed-payments")
+    if ids is None:
         return
-    operation_id = envelope.ids.get("operationId")
-    if not operation_id:
-        raise InvalidInput(f"event {envelope.event_id} (PaymentFailed) has no ids.operationId")
-    if orders.already_processed(envelope):
-        _skip(envelope, order_id, "event already processed")
-        return
+    order_id, operation_id = ids
     order = orders.get_order(order_id)
     if order is None or order.status not in CANCELLABLE:
         status = order.status if order is not None else "unknown"
@@ -493,20 +499,7 @@ def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime | Non
         ids={"operationId": operation_id},
         causation_id=envelope.event_id,
     )
-    try:
-        result = orders.commit_once(
-            envelope,
-            [
-                orders.transition_write(
-                    plan, on_condition_failed=on_stale(plan, frozenset({Status.CANCELLED}))
-                ),
-                orders.outbox_write(order_id, cancelled),
-            ],
-        )
-    except AlreadyApplied as exc:
-        _skip(envelope, order_id, str(exc))
-        return
-    if result is CommitResult.APPLIED:
+    if _commit_transition(envelope, orders, plan, cancelled, done=frozenset({Status.CANCELLED})):
         record_metric("OrderCancelledForFailedPayment", event_type=envelope.event_type)
         logger().info(
             "order cancelled: its payment failed", extra={"order_id": order_id, "operation_id": operation_id}
