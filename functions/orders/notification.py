@@ -25,10 +25,6 @@ SIDE_EFFECT = "order-notification"
 NOTIFIED = frozenset(NOTIFICATIONS_FILTER["eventType"])
 
 
-NotificationDeps = OnceWebhook
-"""The customer webhook, each notification sent at most once (``relay.side_effects.OnceWebhook``)."""
-
-
 def notification_body(envelope: Envelope) -> dict[str, Any]:
     """``{orderId, customerId, eventType, ...}`` -- only what the customer is told, derived from the
     event alone (the notifier has no access to the orders table)."""
@@ -54,9 +50,10 @@ def notification_body(envelope: Envelope) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-def notify_customer(envelope: Envelope, deps: NotificationDeps) -> dict[str, Any]:
+def notify_customer(envelope: Envelope, webhook: OnceWebhook) -> dict[str, Any]:
+    """The customer webhook for this event, sent at most once (``relay.side_effects.OnceWebhook``)."""
     body = notification_body(envelope)
-    result, sent = deps.send_once(SIDE_EFFECT, body, downstream_key=envelope.event_id)
+    result, sent = webhook.send_once(SIDE_EFFECT, body, downstream_key=envelope.event_id)
     if sent:
         record_metric("CustomerNotified", event_type=envelope.event_type)
         logger().info("customer notified", extra={"order_id": body["orderId"]})

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import functools
 
-from orders.notification import WHAT, NotificationDeps
+from orders.notification import WHAT
 from orders.settings import Settings
 from orders.store import InventoryStore, OrderStore
 from relay.clients import AwsClients
+from relay.side_effects import OnceWebhook
 from relay.wiring import Wired
 
 
@@ -33,9 +34,9 @@ class Wiring(AwsClients):
         return InventoryStore(inventory_table=self.settings.require("inventory_table"), ddb_client=self.ddb)
 
     @functools.cached_property
-    def notification(self) -> NotificationDeps:
+    def notification(self) -> OnceWebhook:
         s = self.settings
-        return NotificationDeps.of(
+        return OnceWebhook.of(
             s.require("notify_webhook_url"),
             timeout_seconds=s.http_timeout_seconds,
             what=WHAT,

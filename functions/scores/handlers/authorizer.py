@@ -38,11 +38,6 @@ def api_key() -> ApiKey:
     return _wiring().api_key
 
 
-def reset_api_key() -> None:
-    """Forget the cached key (tests, after changing the environment): it lives in the wiring."""
-    wiring.reset()
-
-
 def presented_key(event: Mapping[str, Any]) -> str | None:
     headers = event.get("headers") or {}
     for name, value in headers.items():
