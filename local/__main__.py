@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from local.sandbox import STATE_FILE, Sandbox, SandboxConfig, cli_hint, snapshot, status_line
 
@@ -55,7 +56,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         type=float,
         default=60.0,
         metavar="SECONDS",
-        help="fire-schedule: wait this long for the API destination calls (0: do not wait)",
+        help="fire-schedule: wait this long for the API destination calls of an event-bus schedule "
+        "(0: do not wait; an SQS-target schedule has none)",
     )
     return parser.parse_args(argv)
 
@@ -157,27 +159,42 @@ def _fire_schedule(args: argparse.Namespace) -> int:
     if status != 200:
         print(f"fire-schedule: {answer.get('message', answer)}", file=sys.stderr)
         return 2
+    lines, code = firing_report(answer["firings"])
+    for line in lines:
+        print(line)
+    return code
+
+
+def firing_report(firings: list[dict[str, Any]]) -> tuple[list[str], int]:
+    """What ``fire-schedule`` prints for the control endpoint's firings, and its exit code (1 when a
+    target refused the schedule or an API destination call failed)."""
+    lines: list[str] = []
     code = 0
-    for firing in answer["firings"]:
+    for firing in firings:
+        to_queue = firing.get("targetKind") == "sqs"
+        target = str(firing.get("target") or "").replace("/", ":").rsplit(":", 1)[-1]
+        head = f"{firing['schedule']} @ {firing['scheduledTime']}:"
         if firing["error"]:
             code = 1
-            where = "schedule DLQ" if firing["deadLettered"] else "dropped"
-            print(
-                f"{firing['schedule']} @ {firing['scheduledTime']}: PutEvents failed, {where} "
-                f"({firing['error']})"
-            )
+            call = "SendMessage" if to_queue else "PutEvents"
+            where = "sent to the schedule's DLQ" if firing["deadLettered"] else "dropped (no DLQ)"
+            lines.append(f"{head} {call} to {target} failed, {where} ({firing['error']})")
             continue
-        print(f"{firing['schedule']} @ {firing['scheduledTime']}: event {firing['eventId']} on the bus")
+        if to_queue:
+            # Nothing further to wait for: the message is on the queue, its consumer takes it from there.
+            lines.append(f"{head} message {firing['messageId']} on queue {target}")
+            continue
+        lines.append(f"{head} event {firing['eventId']} on the bus {target}")
         for delivery in firing.get("deliveries", []):
             outcome = "delivered" if delivery["delivered"] else "NOT delivered"
             if delivery["deadLettered"]:
                 outcome += ", sent to the rule's DLQ"
-            print(
+            lines.append(
                 f"  rule {delivery['rule']}: attempts {delivery['attempts']} → {outcome} {delivery['error']}"
             )
             if not delivery["delivered"]:
                 code = 1
-    return code
+    return lines, code
 
 
 def _iam_report(args: argparse.Namespace) -> int:

@@ -3,8 +3,12 @@
 A loopback-only HTTP server on a free port, written into ``.sandbox/state.json`` as ``control``:
 
     POST /schedules/fire   {"name": "<schedule>"?, "scheduledTime": "2026-11-29T10:00:00Z"?, "wait": 60?}
-                           -> 200 {"firings": [{schedule, scheduledTime, eventId, error, deliveries?}]}
+                           -> 200 {"firings": [{schedule, scheduledTime, target, targetKind, eventId,
+                                                messageId, error, deadLettered, deliveries?}]}
                            -> 404 {"message": ...} for an unknown schedule
+
+``targetKind`` is ``"event-bus"`` (``eventId`` set, ``deliveries`` the rule targets' outcomes when
+``wait`` is given) or ``"sqs"`` (``messageId`` set, ``deliveries`` always empty: no rule sees it).
 
 It is not part of the app (AWS has no such API; the console's "run now" does not exist for
 Scheduler either), so it lives on its own port, away from the app's HTTP API routes.

@@ -1,4 +1,4 @@
-"""EventBridge Scheduler → event bus → rule → API destination, run by the sandbox.
+"""EventBridge Scheduler → event bus → rule → API destination, and Scheduler → SQS, run by the sandbox.
 
 moto stores schedules, rules, connections and API destinations (the provisioner creates them there,
 so the AWS CLI sees them) but never fires a schedule and never calls an API destination. This module
@@ -6,10 +6,21 @@ does both, from the templates' own properties:
 
 * **Scheduler hop.** A schedule fires on the sandbox's clock (``SchedulerClock``) or on demand
   (``fire_schedule``, ``python -m local fire-schedule``). Its ``Input`` gets the context attributes
-  substituted (``<aws.scheduler.scheduled-time>`` is the scheduled time in ISO-8601 UTC), and the
-  result is put on the target bus with ``PutEvents`` on the emulator. A failed PutEvents is retried
-  per the schedule's ``RetryPolicy`` and then sent to the schedule's DLQ with Scheduler's message
-  attributes (ERROR_CODE, ERROR_MESSAGE, EXECUTION_ID, SCHEDULE_ARN, TARGET_ARN).
+  substituted (``<aws.scheduler.scheduled-time>`` is the scheduled time in ISO-8601 UTC;
+  ``execution-id``, ``schedule-arn`` and ``attempt-number`` too) and goes to its templated target
+  with the schedule's own execution role, so IAM applies as on AWS:
+
+  - an **event bus** (``arn:aws:events:...:event-bus/<name>``): ``PutEvents`` with the result as the
+    detail and ``EventBridgeParameters``' source and detail type; the event then goes through the
+    bus's rules (below). ``Firing.event_id`` is the EventId.
+  - an **SQS queue** (``arn:aws:sqs:...``, what CDK's ``SqsSendMessage`` synthesizes): ``SendMessage``
+    with the result as the message body (and ``SqsParameters.MessageGroupId`` for a FIFO queue). No
+    rule sees it. ``Firing.message_id`` is the MessageId.
+
+  A failed call is retried per the schedule's ``RetryPolicy`` (``MaximumRetryAttempts``,
+  ``MaximumEventAgeInSeconds``) and then sent to the schedule's DLQ with Scheduler's message
+  attributes (ERROR_CODE, ERROR_MESSAGE, EXECUTION_ID, SCHEDULE_ARN, TARGET_ARN). ERROR_CODE is the
+  emulator's error code (``AccessDenied``, ``AWS.SimpleQueueService.NonExistentQueue``, ...).
 * **Bus → rule.** Every enabled rule on that bus whose ``EventPattern`` matches the event gets it
   (``pattern_matches``: exact values, lists of values, nested objects, and the ``prefix``,
   ``anything-but`` and ``exists`` operators; anything else does not match and is reported).
@@ -59,6 +70,7 @@ from local.provision import (
     HttpApiSpec,
     RuleSpec,
     ScheduleSpec,
+    TargetKind,
     TargetSpec,
     Topology,
     resolve_dynamic_reference,
@@ -71,6 +83,8 @@ USER_AGENT = "Amazon/EventBridge/ApiDestinations"
 # The accelerated clock replays this many past hours before it catches up with real time: the scores
 # API refuses an hour more than 1 h ahead (a snapshot of the future), so it cannot run ahead.
 BACKFILL_HOURS = 24
+# How often the clock looks at real time: a schedule fires at most this late.
+TICK_SECONDS = 1.0
 
 Log = Callable[[str], None]
 
@@ -138,6 +152,18 @@ def occurrences(expression: str, timezone: str, start: datetime, end: datetime) 
     return walk()
 
 
+def fires_more_than_hourly(spec: ScheduleSpec) -> bool:
+    """Whether two occurrences can be less than an hour apart (``rate(5 minutes)``,
+    ``cron(0/15 * * * ? *)``): the accelerated clock fires such a schedule on real time only."""
+    day = datetime(2026, 1, 5, tzinfo=UTC)  # any day without a DST change
+    previous = None
+    for moment in occurrences(spec.expression, spec.timezone, day, day + timedelta(days=1)) or []:
+        if previous is not None and moment - previous < timedelta(hours=1):
+            return True
+        previous = moment
+    return False
+
+
 def latest_occurrence(spec: ScheduleSpec, now: datetime) -> datetime:
     """The schedule's most recent fire time at or before ``now`` (``now`` itself if unknown)."""
     found = occurrences(spec.expression, spec.timezone, now - timedelta(days=1), now)
@@ -199,6 +225,13 @@ def input_path(event: dict[str, Any], path: str | None) -> Any:
     return selected
 
 
+def _error_code(exc: Exception) -> str:
+    """A failed call's error code as the service answered it (``AccessDenied``), else the exception type."""
+    response = getattr(exc, "response", None)
+    code = (response or {}).get("Error", {}).get("Code") if isinstance(response, dict) else None
+    return str(code) if code else type(exc).__name__
+
+
 # Outcomes -----------------------------------------------------------------------------------------
 
 
@@ -236,14 +269,23 @@ class Delivery:
 
 @dataclass
 class Firing:
-    """One firing of a schedule: the PutEvents hop, and the deliveries of the event it put."""
+    """One firing of a schedule: the call to its target (PutEvents or SendMessage), and for an event
+    bus the rule deliveries of the event it put."""
 
     schedule: str
     scheduled_time: str
-    event_id: str | None = None
+    target_arn: str = ""
+    target_kind: TargetKind = "event-bus"
+    event_id: str | None = None  # PutEvents' EventId (event-bus target)
+    message_id: str | None = None  # SendMessage's MessageId (SQS target)
     error: str = ""
     dead_lettered: bool = False
-    deliveries: list[Future[Delivery]] = field(default_factory=list)
+    deliveries: list[Future[Delivery]] = field(default_factory=list)  # event-bus targets only
+
+    @property
+    def sent(self) -> bool:
+        """The target accepted it (an EventId or a MessageId came back)."""
+        return bool(self.event_id or self.message_id)
 
     def wait(self, timeout: float = 120.0) -> list[Delivery]:
         return [future.result(timeout=timeout) for future in self.deliveries]
@@ -252,7 +294,10 @@ class Firing:
         out: dict[str, Any] = {
             "schedule": self.schedule,
             "scheduledTime": self.scheduled_time,
+            "target": self.target_arn,
+            "targetKind": self.target_kind,
             "eventId": self.event_id,
+            "messageId": self.message_id,
             "error": self.error,
             "deadLettered": self.dead_lettered,
         }
@@ -347,47 +392,42 @@ class EventBridge:
     def _fire(self, spec: ScheduleSpec, moment: datetime) -> Firing:
         self.firings += 1
         execution_id = str(uuid.uuid4())
-        firing = Firing(spec.name, iso(moment))
-        detail = (
+        firing = Firing(spec.name, iso(moment), spec.target_arn, spec.target_kind)
+        payload = (
             spec.input.replace("<aws.scheduler.scheduled-time>", iso(moment))
             .replace("<aws.scheduler.execution-id>", execution_id)
             .replace("<aws.scheduler.schedule-arn>", spec.arn)
         )
-        bus = spec.target_arn.rsplit("/", 1)[-1]
         events, sqs = self._as_schedule.get(spec.name, (self.events, self.sqs))
+        action = "SendMessage" if spec.target_kind == "sqs" else "PutEvents"
         started = time.time()
-        error_code, error = "", ""
+        error_code, error, body = "", "", payload
         for attempt in range(spec.retry.maximum_retry_attempts + 1):
+            body = payload.replace("<aws.scheduler.attempt-number>", str(attempt + 1))
             try:
-                entry = {
-                    "Source": spec.source,
-                    "DetailType": spec.detail_type,
-                    "Detail": detail.replace("<aws.scheduler.attempt-number>", str(attempt + 1)),
-                    "EventBusName": bus,
-                    "Resources": [spec.arn],
-                    "Time": moment,
-                }
-                result = events.put_events(Entries=[entry])["Entries"][0]
-                if result.get("EventId"):
-                    firing.event_id = str(result["EventId"])
-                    self._route(bus, spec, entry, firing, moment)
+                if spec.target_kind == "sqs":
+                    self._send_message(sqs, spec, body, firing)
                     return firing
-                error_code, error = str(result.get("ErrorCode")), str(result.get("ErrorMessage"))
+                refused = self._put_event(events, spec, body, moment, firing)
+                if refused is None:
+                    return firing
+                error_code, error = refused
             except Exception as exc:  # the emulator refused or is unreachable: Scheduler retries
-                error_code, error = type(exc).__name__, str(exc)
+                error_code, error = _error_code(exc), str(exc)
             if time.time() - started >= spec.retry.maximum_event_age_seconds or self._closed.is_set():
                 break
             time.sleep(self.backoff_delay(attempt + 1))
         firing.error = f"{error_code}: {error}"
-        self.log(f"schedule {spec.name}: PutEvents to {bus} failed ({firing.error})")
+        self.log(f"schedule {spec.name}: {action} to {spec.target_name} failed ({firing.error})")
         if spec.dlq_arn:
+            # The DLQ gets the last request the target refused (attempt number and all).
             self._dead_letter(
                 sqs,
                 spec.dlq_arn,
-                detail,
+                body,
                 {
                     "ERROR_CODE": error_code or "UNKNOWN",
-                    "ERROR_MESSAGE": error or "PutEvents failed",
+                    "ERROR_MESSAGE": (error or f"{action} failed")[:1000],
                     "EXECUTION_ID": execution_id,
                     "SCHEDULE_ARN": spec.arn,
                     "TARGET_ARN": spec.target_arn,
@@ -395,6 +435,36 @@ class EventBridge:
             )
             firing.dead_lettered = True
         return firing
+
+    def _put_event(
+        self, events: Any, spec: ScheduleSpec, detail: str, moment: datetime, firing: Firing
+    ) -> tuple[str, str] | None:
+        """PutEvents on the target bus, then the bus's rules; the entry's (ErrorCode, ErrorMessage) if
+        the bus refused it (PutEvents answers 200 with a failed entry)."""
+        bus = spec.target_name
+        entry = {
+            "Source": spec.source,
+            "DetailType": spec.detail_type,
+            "Detail": detail,
+            "EventBusName": bus,
+            "Resources": [spec.arn],
+            "Time": moment,
+        }
+        result = events.put_events(Entries=[entry])["Entries"][0]
+        if not result.get("EventId"):
+            return str(result.get("ErrorCode")), str(result.get("ErrorMessage"))
+        firing.event_id = str(result["EventId"])
+        self._route(bus, spec, entry, firing, moment)
+        return None
+
+    @staticmethod
+    def _send_message(sqs: Any, spec: ScheduleSpec, body: str, firing: Firing) -> None:
+        """SendMessage to the target queue (a refusal raises); no rule sees it, SQS is not a bus."""
+        params: dict[str, Any] = {"QueueUrl": spec.queue_url, "MessageBody": body}
+        if spec.message_group_id:
+            # Scheduler requires content-based deduplication on a FIFO target: no deduplication id.
+            params["MessageGroupId"] = spec.message_group_id
+        firing.message_id = str(sqs.send_message(**params)["MessageId"])
 
     # Bus → rules -----------------------------------------------------------------------------
 
@@ -591,6 +661,12 @@ class SchedulerClock:
     firing every occurrence in that hour (an hourly schedule: once, scheduled-time = that hour); when
     it has caught up with real time it continues at real speed, because the app rightly refuses
     snapshots of hours that have not started yet.
+
+    A schedule that fires more than once an hour (``rate(5 minutes)``, ``cron(0/15 * * * ? *)``;
+    ``fires_more_than_hourly``) is NOT replayed: the backfill would fire a 5-minute one 12 times per
+    virtual hour, 288 times in a few seconds, which is a flood, not a schedule. It fires on real time
+    only, from the moment the clock starts, while the other schedules replay. On the real-time clock
+    (no ``hour_every``) every schedule, sub-hourly or not, fires on real time, within ``TICK_SECONDS``.
     """
 
     def __init__(self, bridge: EventBridge, *, hour_every: float | None, log: Log = print) -> None:
@@ -602,14 +678,22 @@ class SchedulerClock:
         now = datetime.now(UTC)
         hour = now.replace(minute=0, second=0, microsecond=0)
         self.virtual_now = hour - timedelta(hours=BACKFILL_HOURS) if hour_every else now
+        self.real_now = now  # how far the real-time-only schedules have been fired
+        self.real_time_only = (
+            {s.name for s in bridge.topology.schedules if fires_more_than_hourly(s)} if hour_every else set()
+        )
         self.fired: list[Firing] = []
 
     def describe(self) -> str:
         if self.hour_every:
-            return (
+            text = (
                 f"accelerated: 1 hour every {self.hour_every:g} s, replaying the last {BACKFILL_HOURS} hours "
                 "from " + iso(self.virtual_now) + ", then real time"
             )
+            if self.real_time_only:
+                names = ", ".join(sorted(self.real_time_only))
+                text += f"; not replayed, on real time only (they fire more than once an hour): {names}"
+            return text
         return "real time (fire on demand with `python -m local fire-schedule`)"
 
     def start(self) -> None:
@@ -624,27 +708,37 @@ class SchedulerClock:
         self._thread = threading.Thread(target=self._run, name="scheduler-clock", daemon=True)
         self._thread.start()
 
+    def replaying(self, now: datetime) -> bool:
+        """Still in the accelerated backfill (the virtual hour has not reached the current one)."""
+        return bool(self.hour_every) and self.virtual_now < now.replace(minute=0, second=0, microsecond=0)
+
     def _run(self) -> None:
-        while not self._stop.is_set():
+        next_hour = time.monotonic() + (self.hour_every or 0.0)
+        while True:
+            wait = TICK_SECONDS
+            if self.replaying(datetime.now(UTC)):
+                wait = min(TICK_SECONDS, max(0.0, next_hour - time.monotonic()))
+            if self._stop.wait(wait):
+                return
             now = datetime.now(UTC)
-            accelerated = bool(self.hour_every) and self.virtual_now < now.replace(
-                minute=0, second=0, microsecond=0
-            )
-            if accelerated:
-                assert self.hour_every is not None
-                if self._stop.wait(self.hour_every):
-                    return
+            if self.real_time_only:
+                self._fire_between(self.real_now, now, real_time_only=True)
+                self.real_now = now
+            if self.replaying(now):
+                if time.monotonic() < next_hour:
+                    continue
                 end = self.virtual_now + timedelta(hours=1)
             else:
-                if self._stop.wait(1.0):
-                    return
-                end = datetime.now(UTC)
-            self._fire_between(self.virtual_now, end)
+                end = now
+            self._fire_between(self.virtual_now, end, real_time_only=False)
             self.virtual_now = end
+            # The next virtual hour starts hour_every after this one has been put, as before.
+            next_hour = time.monotonic() + (self.hour_every or 0.0)
 
-    def _fire_between(self, start: datetime, end: datetime) -> None:
+    def _fire_between(self, start: datetime, end: datetime, *, real_time_only: bool) -> None:
+        """Fire the occurrences in ``(start, end]`` of the real-time-only schedules, or of the others."""
         for spec in self.bridge.topology.schedules:
-            if not spec.enabled:
+            if not spec.enabled or (spec.name in self.real_time_only) is not real_time_only:
                 continue
             for moment in occurrences(spec.expression, spec.timezone, start, end) or []:
                 firing = self.bridge._fire(spec, moment)

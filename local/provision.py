@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from local.emulator import ACCOUNT_ID, REGION, client
 from local.iam import access_key_for
@@ -137,9 +137,26 @@ class RetryPolicy:
     maximum_event_age_seconds: int
 
 
+# The templated targets the sandbox fires (``local.eventbridge``): an event bus (PutEvents) or an SQS
+# queue (SendMessage), told apart by the target ARN as Scheduler does.
+TargetKind = Literal["event-bus", "sqs"]
+
+
+def schedule_target_kind(target_arn: str) -> TargetKind | None:
+    """``"sqs"`` for ``arn:aws:sqs:...``, ``"event-bus"`` for ``...:event-bus/<name>``; else None."""
+    if target_arn.startswith("arn:aws:sqs:"):
+        return "sqs"
+    if ":event-bus/" in target_arn:
+        return "event-bus"
+    return None
+
+
 @dataclass
 class ScheduleSpec:
-    """An ``AWS::Scheduler::Schedule`` whose target is an event bus (PutEvents)."""
+    """An ``AWS::Scheduler::Schedule`` the sandbox fires: its target is an event bus (PutEvents of
+    ``input`` as the detail, with ``source`` and ``detail_type`` from ``EventBridgeParameters``) or an SQS
+    queue (SendMessage of ``input`` as the body to ``queue_url``, with ``message_group_id`` from
+    ``SqsParameters`` for a FIFO queue). ``target_kind`` says which."""
 
     name: str
     arn: str
@@ -147,12 +164,24 @@ class ScheduleSpec:
     timezone: str
     enabled: bool
     target_arn: str
-    source: str
-    detail_type: str
+    source: str  # event-bus targets only ("" for a queue)
+    detail_type: str  # event-bus targets only ("" for a queue)
     input: str
     retry: RetryPolicy
     dlq_arn: str | None
-    role_arn: str = ""  # the execution role Scheduler puts the event (and dead-letters) with
+    role_arn: str = ""  # the execution role Scheduler calls the target (and dead-letters) with
+    queue_url: str = ""  # SQS targets only: the target queue's URL in the emulator
+    message_group_id: str | None = None  # SQS targets only: SqsParameters.MessageGroupId (FIFO)
+
+    @property
+    def target_kind(self) -> TargetKind:
+        """``"sqs"`` or ``"event-bus"``, from the target ARN (the provisioner accepts no other)."""
+        return schedule_target_kind(self.target_arn) or "event-bus"
+
+    @property
+    def target_name(self) -> str:
+        """The bus's or the queue's name: the last part of the target ARN."""
+        return re.split(r"[:/]", self.target_arn)[-1]
 
     @property
     def caller(self) -> str:
@@ -746,9 +775,23 @@ class Provisioner:
         group = props.get("GroupName", "default")
         target = props["Target"]
         target_arn = str(target["Arn"])
-        if ":event-bus/" not in target_arn:
-            raise Unresolved(f"schedule {name}: only event-bus targets (PutEvents) are fired locally")
+        kind = schedule_target_kind(target_arn)
+        if kind is None:
+            raise Unresolved(
+                f"schedule {name}: target {target_arn} is not fired locally; only event-bus (PutEvents) "
+                "and SQS queue (SendMessage) targets are"
+            )
+        queue_url = ""
+        if kind == "sqs":
+            queue = target_arn.rsplit(":", 1)[-1]
+            queue_url = self.topology.queues.get(queue, "")
+            if not queue_url:
+                raise Unresolved(
+                    f"schedule {name}: its target queue {queue} is not declared by the templates, so "
+                    "there is nothing to send to locally"
+                )
         bridge = target.get("EventBridgeParameters") or {}
+        group_id = (target.get("SqsParameters") or {}).get("MessageGroupId")
         retry = target.get("RetryPolicy") or {}
         dlq = (target.get("DeadLetterConfig") or {}).get("Arn")
         if dlq:
@@ -782,8 +825,11 @@ class Provisioner:
                 ),
                 dlq_arn=str(dlq) if dlq else None,
                 role_arn=str(target.get("RoleArn", "")),
+                queue_url=queue_url,
+                message_group_id=str(group_id) if group_id else None,
             )
         )
+        # The schedule calls its target (PutEvents or SendMessage) and its DLQ as this role: IAM applies.
         if target.get("RoleArn"):
             self.topology.iam.caller_roles[self.topology.schedules[-1].caller] = str(target["RoleArn"])
         return Physical(ref=name, attrs={"Arn": arn})

@@ -49,6 +49,8 @@ FAST_CLOCK: dict[str, str] = {
     "RELAY_BACKOFF_BASE_SECONDS": "1",
     "RELAY_BACKOFF_CAP_SECONDS": "4",
     "PAYMENT_CHECK_BASE_DELAY_SECONDS": "1",
+    # A step silent this long counts as stranded for the sweeper (production: 15 min).
+    "SILENCE_SECONDS": "5",
 }
 KERNEL_VARIABLES = {"RELAY_BACKOFF_BASE_SECONDS", "RELAY_BACKOFF_CAP_SECONDS"}
 
@@ -228,9 +230,15 @@ class Sandbox:
             return ["schedules: none declared by the templates"]
         lines = []
         for schedule in topo.schedules:
+            call = (
+                f"SendMessage to queue {schedule.target_name}"
+                if schedule.target_kind == "sqs"
+                else f"PutEvents {schedule.detail_type!r} on {schedule.target_name}"
+            )
             lines.append(
-                f"schedule {schedule.name}: {schedule.expression} {schedule.timezone} → PutEvents "
-                f"{schedule.detail_type!r} on {schedule.target_arn.rsplit('/', 1)[-1]}"
+                f"schedule {schedule.name}: {schedule.expression} {schedule.timezone} → {call} "
+                f"(retries {schedule.retry.maximum_retry_attempts}, max age "
+                f"{schedule.retry.maximum_event_age_seconds} s, DLQ {bool(schedule.dlq_arn)})"
             )
         for rule in topo.rules:
             for target in rule.targets:

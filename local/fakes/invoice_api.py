@@ -1,16 +1,23 @@
 """Fake of the invoice API: issues at most one invoice per ``Idempotency-Key``.
 
 The caller sends ``Idempotency-Key: {operationId}:invoice``. The fake counts the invoices it
-actually issued per key (and per operation) so a scenario can assert "invoiced exactly once".
+actually issued per key (and per operation) so a scenario can assert "invoiced exactly once". It can
+also refuse chosen inputs (``refuse_payers``, ``refuse_amount_over``): a business outcome, not a
+fault. A refusal is recorded per key and is final for it: a repeat with the same key and body gets
+the same refusal even after the knob is lifted, and nothing is ever issued or counted for that key.
 
 HTTP API (business calls pass through the fault knobs of ``FaultKnobs`` first):
     POST /invoices    {operationId, paymentRef, amount, currency, payer, payee, lines?}
         201 {"invoiceId", "idempotencyKey", "status": "ISSUED"}    first request for the key
         200 the same invoice                                         same key, same body
+        422 {"error": "InvoiceRefused", "reason", "idempotencyKey", "message"}
+                                                                     refuse_payers / refuse_amount_over;
+                                                                     a repeat of the key: the same 422
         422 {"error": "IdempotencyKeyReused", ...}                   same key, different body
         400 missing Idempotency-Key or invalid body
     GET  /invoices/{invoiceId}       the invoice; 404 unknown
     GET  /_admin/invoices            {key: count};  /_admin/invoices-by-operation -> {operationId: count}
+    GET  /_admin/refusals            {key: reason}
     GET  /_admin/calls | /_admin/knobs, POST /_admin/knobs | /_admin/reset
 """
 
@@ -34,7 +41,12 @@ REQUIRED_FIELDS = ("operationId", "paymentRef", "amount", "currency", "payer", "
 
 @dataclass(frozen=True)
 class InvoiceKnobs(FaultKnobs):
-    """The invoice API has only the common fault knobs."""
+    """The common fault knobs, plus business refusals of chosen inputs."""
+
+    refuse_payers: frozenset[str] = frozenset()
+    """Payers the invoice API refuses to invoice (422 InvoiceRefused: recorded, never issued)."""
+    refuse_amount_over: Decimal | None = None
+    """Invoices with an amount above this are refused."""
 
 
 @dataclass
@@ -54,6 +66,23 @@ class _Invoice:
             "amount": self.body["amount"],
             "currency": self.body["currency"],
         }
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    key: str
+    fingerprint: str
+    reason: str
+
+    def response(self) -> Response:
+        return error_response(
+            422,
+            "InvoiceRefused",
+            f"the invoice for Idempotency-Key {self.key} was refused ({self.reason}); nothing was issued, "
+            "and a retry with this key gets the same answer",
+            reason=self.reason,
+            idempotencyKey=self.key,
+        )
 
 
 def validate_invoice(body: Any) -> dict[str, str]:
@@ -89,6 +118,7 @@ class InvoiceApiFake(FakeService[InvoiceKnobs]):
         self._by_id: dict[str, _Invoice] = {}
         self._invoices: dict[str, int] = {}
         self._invoices_by_operation: dict[str, int] = {}
+        self._refusals: dict[str, _Refusal] = {}
         self._next_id = 1
 
     def invoices(self) -> dict[str, int]:
@@ -101,14 +131,27 @@ class InvoiceApiFake(FakeService[InvoiceKnobs]):
         with self.lock:
             return dict(self._invoices_by_operation)
 
+    def refusals(self) -> dict[str, str]:
+        """Invoices refused (``refuse_payers`` / ``refuse_amount_over``), per idempotency key: the reason."""
+        with self.lock:
+            return self._refusal_reasons()
+
+    def _refusal_reasons(self) -> dict[str, str]:
+        return {key: refusal.reason for key, refusal in self._refusals.items()}
+
     def admin_views(self) -> dict[str, JsonObject]:
-        return {"invoices": dict(self._invoices), "invoices-by-operation": dict(self._invoices_by_operation)}
+        return {
+            "invoices": dict(self._invoices),
+            "invoices-by-operation": dict(self._invoices_by_operation),
+            "refusals": self._refusal_reasons(),
+        }
 
     def reset_state(self) -> None:
         self._by_key.clear()
         self._by_id.clear()
         self._invoices.clear()
         self._invoices_by_operation.clear()
+        self._refusals.clear()
 
     def handle(self, request: Request) -> Response:
         segments = request.segments
@@ -148,6 +191,23 @@ class InvoiceApiFake(FakeService[InvoiceKnobs]):
                         idempotencyKey=key,
                     )
                 return json_response(200, existing.to_json())
+            refused = self._refusals.get(key)
+            if refused is not None:
+                if refused.fingerprint != digest:
+                    return error_response(
+                        422,
+                        "IdempotencyKeyReused",
+                        f"Idempotency-Key {key} was already used with a different request body (and "
+                        "refused); nothing was issued. Use a new key for a new invoice.",
+                        idempotencyKey=key,
+                    )
+                return refused.response()
+            reason = self._refusal_reason(self._knobs, body)
+            if reason is not None:
+                # Decided once per key, so a repeat answers the same whatever the knobs say by then.
+                refusal = _Refusal(key, digest, reason)
+                self._refusals[key] = refusal
+                return refusal.response()
             invoice = _Invoice(f"INV-{self._next_id:06d}", key, digest, body)
             self._next_id += 1
             self._by_key[key] = invoice
@@ -156,3 +216,13 @@ class InvoiceApiFake(FakeService[InvoiceKnobs]):
             operation = body["operationId"]
             self._invoices_by_operation[operation] = self._invoices_by_operation.get(operation, 0) + 1
             return json_response(201, invoice.to_json(), Location=f"/invoices/{invoice.invoice_id}")
+
+    @staticmethod
+    def _refusal_reason(knobs: InvoiceKnobs, body: JsonObject) -> str | None:
+        if body["payer"] in knobs.refuse_payers:
+            return f"payer {body['payer']} may not be invoiced"
+        limit = knobs.refuse_amount_over
+        amount = Decimal(body["amount"])
+        if limit is not None and amount.is_finite() and amount > limit:
+            return f"amount {body['amount']} exceeds the limit {limit}"
+        return None

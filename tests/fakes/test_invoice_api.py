@@ -121,3 +121,87 @@ def test_timeout_knob_trips_the_client_timeout_and_issues_nothing() -> None:
             post_invoice(fake, invoice_request("op-1"), key="op-1:invoice", timeout=0.2)
 
         assert fake.invoices() == {}
+
+
+# -- business refusals (refuse_payers, refuse_amount_over) ----------------------------------------------
+
+
+def assert_refused(response: requests.Response, key: str, reason: str) -> None:
+    assert response.status_code == 422
+    body = response.json()
+    assert (body["error"], body["idempotencyKey"]) == ("InvoiceRefused", key)
+    assert reason in body["reason"]
+
+
+def test_a_refused_payer_is_422_invoice_refused_and_nothing_is_issued_or_counted() -> None:
+    with InvoiceApiFake(InvoiceKnobs(refuse_payers=frozenset({"acct-mallory"}))) as fake:
+        refused = post_invoice(fake, invoice_request("op-1", payer="acct-mallory"), key="op-1:invoice")
+        issued = post_invoice(fake, invoice_request("op-2"), key="op-2:invoice")
+
+        assert_refused(refused, "op-1:invoice", "payer acct-mallory")
+        assert issued.status_code == 201 and issued.json()["invoiceId"] == "INV-000001"
+        assert fake.invoices() == {"op-2:invoice": 1}
+        assert fake.invoices_by_operation() == {"op-2": 1}
+        assert fake.refusals() == {"op-1:invoice": "payer acct-mallory may not be invoiced"}
+
+
+def test_an_amount_over_the_limit_is_refused_and_one_at_the_limit_is_issued(fake: InvoiceApiFake) -> None:
+    fake.set_knobs(refuse_amount_over="100.00")  # as POST /_admin/knobs and FAKE_REFUSE_AMOUNT_OVER give it
+
+    over = post_invoice(fake, invoice_request("op-1", amount="100.01"), key="op-1:invoice")
+    at_limit = post_invoice(fake, invoice_request("op-2", amount="100.00"), key="op-2:invoice")
+
+    assert_refused(over, "op-1:invoice", "amount 100.01 exceeds the limit 100.00")
+    assert at_limit.status_code == 201
+    assert fake.invoices() == {"op-2:invoice": 1}
+
+
+def test_a_refusal_is_final_for_its_key_even_after_the_knob_is_lifted(fake: InvoiceApiFake) -> None:
+    fake.set_knobs(refuse_payers="acct-alice")
+    first = post_invoice(fake, invoice_request("op-1"), key="op-1:invoice")
+    fake.set_knobs(refuse_payers="")
+
+    repeats = [post_invoice(fake, invoice_request("op-1"), key="op-1:invoice") for _ in range(2)]
+    new_key = post_invoice(fake, invoice_request("op-1"), key="op-1:invoice-2")
+
+    assert [r.json() for r in repeats] == [first.json(), first.json()]
+    assert_refused(repeats[0], "op-1:invoice", "payer acct-alice")
+    assert new_key.status_code == 201  # the knob is off: a new key is decided afresh
+    assert fake.invoices() == {"op-1:invoice-2": 1}
+
+
+def test_a_refused_key_sent_with_another_body_is_idempotency_key_reused_and_issues_nothing(
+    fake: InvoiceApiFake,
+) -> None:
+    fake.set_knobs(refuse_amount_over="10")
+    post_invoice(fake, invoice_request("op-1"), key="op-1:invoice")
+
+    reused = post_invoice(fake, invoice_request("op-1", amount="5.00"), key="op-1:invoice")
+
+    assert reused.status_code == 422 and reused.json()["error"] == "IdempotencyKeyReused"
+    assert fake.invoices() == {}
+
+
+def test_refusals_are_served_at_admin_refusals_and_forgotten_on_reset(fake: InvoiceApiFake) -> None:
+    knobs = {"refuse_payers": ["acct-alice", "acct-bob"], "refuse_amount_over": "1000"}
+    answered = requests.post(f"{fake.base_url}/_admin/knobs", json=knobs, timeout=TIMEOUT).json()
+    assert (answered["refuse_payers"], answered["refuse_amount_over"]) == (["acct-alice", "acct-bob"], "1000")
+    post_invoice(fake, invoice_request("op-1", payer="acct-bob"), key="op-1:invoice")
+
+    view = requests.get(f"{fake.base_url}/_admin/refusals", timeout=TIMEOUT).json()
+    assert view == {"op-1:invoice": "payer acct-bob may not be invoiced"}
+    requests.post(f"{fake.base_url}/_admin/reset", timeout=TIMEOUT)
+    assert fake.refusals() == {}
+    assert fake.knobs.refuse_payers == frozenset()
+
+
+def test_a_refusal_whose_reply_is_lost_is_refused_again_on_the_retry(fake: InvoiceApiFake) -> None:
+    fake.set_knobs(refuse_payers="acct-alice", fail_after_commit_rate=1.0)
+    lost = post_invoice(fake, invoice_request("op-1"), key="op-1:invoice")
+    fake.set_knobs(fail_after_commit_rate=0.0, refuse_payers="")
+
+    retry = post_invoice(fake, invoice_request("op-1"), key="op-1:invoice")
+
+    assert lost.status_code == 500
+    assert_refused(retry, "op-1:invoice", "payer acct-alice")
+    assert fake.invoices() == {}
