@@ -1,5 +1,6 @@
 """relay.http against a real HTTP server on 127.0.0.1: statuses returned, redirects not followed,
-timeouts and refused connections turned into DependencyUnavailable (transient)."""
+refused connections turned into DependencyUnavailable, and timeouts and connections dropped after the
+request was sent into OutcomeUnknown (both transient)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from relay.errors import BusinessRejection, DependencyUnavailable, TransientError
-from relay.http import WebhookClient, post_json
+from relay.errors import BusinessRejection, DependencyUnavailable, OutcomeUnknown, TransientError
+from relay.http import KeyedApi, WebhookClient, post_json
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -29,6 +30,22 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path == "/slow":
             time.sleep(1.0)
+        if self.path == "/hang-up":  # read the request, then close without a word
+            self.close_connection = True
+            return
+        if self.path == "/truncated":  # promise 100 bytes, send 10, close
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", "100")
+            self.end_headers()
+            self.wfile.write(b'{"status":')
+            self.close_connection = True
+            return
+        if self.path == "/bad-gateway":
+            self.send_response(502)
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
         status = 429 if self.path == "/busy" else 200
         payload = json.dumps({"echo": body, "key": self.headers.get("Idempotency-Key")}).encode()
         self.send_response(status)
@@ -68,13 +85,39 @@ def test_redirects_are_returned_not_followed(base_url: str) -> None:
 
 
 def test_a_timeout_is_transient(base_url: str) -> None:
-    with pytest.raises(DependencyUnavailable, match=r"fake did not answer within 0.2 s"):
+    with pytest.raises(DependencyUnavailable, match=r"fake did not answer within 0.2 s") as raised:
         post_json(f"{base_url}/slow", {}, headers={}, timeout=0.2, what="fake")
+    # Waiting for the answer timed out: the request was sent, it may have taken effect.
+    assert isinstance(raised.value, OutcomeUnknown)
+    assert "may have taken effect" in str(raised.value)
 
 
 def test_a_refused_connection_is_transient() -> None:
     with pytest.raises(TransientError, match="unreachable"):
         post_json("http://127.0.0.1:9/x", {}, headers={}, timeout=2, what="nobody")
+
+
+def test_a_refused_connection_is_not_outcome_unknown_the_request_never_left() -> None:
+    with pytest.raises(DependencyUnavailable) as raised:
+        post_json("http://127.0.0.1:9/x", {}, headers={}, timeout=2, what="nobody")
+    assert not isinstance(raised.value, OutcomeUnknown)
+
+
+def test_a_connection_closed_before_the_answer_is_outcome_unknown(base_url: str) -> None:
+    with pytest.raises(OutcomeUnknown, match=r"fake dropped the connection .*RemoteDisconnected"):
+        post_json(f"{base_url}/hang-up", {}, headers={}, timeout=5, what="fake")
+
+
+def test_an_answer_cut_short_is_outcome_unknown_not_a_success_with_half_a_body(base_url: str) -> None:
+    with pytest.raises(OutcomeUnknown, match=r"IncompleteRead\(10 bytes read, 90 more expected\)"):
+        post_json(f"{base_url}/truncated", {}, headers={}, timeout=5, what="fake")
+
+
+def test_a_keyed_call_answered_502_is_outcome_unknown(base_url: str) -> None:
+    api = KeyedApi(base_url, timeout_seconds=5, what="partner")
+    response = api.post("/bad-gateway", {}, idempotency_key="op-1:payment")
+    with pytest.raises(OutcomeUnknown, match="partner answered HTTP 502"):
+        api.answer(response, idempotency_key="op-1:payment", not_done="Nothing was charged.")
 
 
 def test_webhook_client_sends_the_key_and_raises_the_kernel_error_for_anything_but_2xx(base_url: str) -> None:

@@ -6,7 +6,9 @@ knows: key shapes, attribute names, the entity's own writes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from relay.envelope import Envelope
@@ -34,13 +36,27 @@ class EntityStore:
     NEW_ONE: ClassVar[str]
     """What a client asks for with a new Idempotency-Key ("a new payment")."""
 
-    def __init__(self, *, table_name: str, idempotency_table: str, ddb_client: DynamoDBClient) -> None:
+    def __init__(self, *, table_name: str, idempotency_table: str | None, ddb_client: DynamoDBClient) -> None:
+        """``idempotency_table`` may be None for a function that never dedupes (a sweeper): then the
+        marker and request-key methods refuse with a clear error instead of calling DynamoDB."""
         self.table_name = table_name
-        self.idempotency_table = idempotency_table
+        self._idempotency_table = idempotency_table
         self.ddb = ddb_client
-        self.request_keys = RequestKeys(
-            table_name=idempotency_table,
-            ddb_client=ddb_client,
+
+    @property
+    def idempotency_table(self) -> str:
+        if not self._idempotency_table:
+            raise RuntimeError(
+                f"this {self.ENTITY} store has no idempotency table (the function's settings do not "
+                "name one); markers and request keys are not available here"
+            )
+        return self._idempotency_table
+
+    @functools.cached_property
+    def request_keys(self) -> RequestKeys:
+        return RequestKeys(
+            table_name=self.idempotency_table,
+            ddb_client=self.ddb,
             entity=self.ENTITY,
             id_attribute=self.ID_ATTRIBUTE,
             retry_hint=self.NEW_ONE,
@@ -67,6 +83,9 @@ class EntityStore:
         """One transaction without a processed-event marker (an API request)."""
         apply_writes(writes, ddb_client=self.ddb)
 
-    def outbox_row(self, event: Envelope, key: Mapping[str, str]) -> BusinessWrite:
-        """The outbox row of ``event`` in the entity table (published by the table stream)."""
-        return outbox_write(event, table_name=self.table_name, key=key)
+    def outbox_row(
+        self, event: Envelope, key: Mapping[str, str], *, publish_by: datetime | None = None
+    ) -> BusinessWrite:
+        """The outbox row of ``event`` in the entity table (published by the table stream; with
+        ``publish_by``, re-published by a sweeper if it is still unpublished then)."""
+        return outbox_write(event, table_name=self.table_name, key=key, publish_by=publish_by)

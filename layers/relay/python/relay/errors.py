@@ -3,7 +3,10 @@
 Every failure ends up in one of two families:
 
 * ``TransientError`` -- retrying later can succeed (throttling, timeouts, 5xx, 429, connection
-  errors). The consumer backs the message off with ChangeMessageVisibility and reports it failed.
+  errors). The consumer re-sends the message with a delay until its retry budget is spent
+  (``relay.retry``), or, on a FIFO queue or without a budget, backs it off with
+  ChangeMessageVisibility and reports it failed. ``OutcomeUnknown`` is the transient failure after
+  which the call may nevertheless have taken effect: retry only with the same idempotency key, or ask.
 * ``PermanentError`` -- retrying sends the same bytes to the same code and fails the same way
   (invalid input, unknown version, business rejection, payload conflict). The consumer parks the
   message in the DLQ at once instead of burning ``maxReceiveCount`` receives on it.
@@ -88,6 +91,12 @@ class DependencyUnavailable(TransientError):
     """A dependency (AWS or HTTP) throttled, timed out, or answered 5xx."""
 
 
+class OutcomeUnknown(DependencyUnavailable):
+    """The call may have taken effect: a timeout after the request was sent, a connection dropped
+    before the answer, or an HTTP 500/502/504 answer. Retrying is safe only with the same idempotency
+    key; a caller that must not act twice asks the dependency what happened instead."""
+
+
 class RetryLater(TransientError):
     """The downstream accepted the work but is still processing it: look again after ``retry_after``."""
 
@@ -155,11 +164,12 @@ def _classify_foreign(exc: BaseException) -> RelayError:
     if isinstance(exc, TimeoutError | ConnectionError):
         return DependencyUnavailable(f"{name}: {_truncate(str(exc))}; will retry with backoff.")
     # Unknown exceptions are treated as transient ON PURPOSE: a bug or an unforeseen dependency
-    # failure should not silently park healthy messages. SQS retries them with backoff and, after
-    # maxReceiveCount receives, the queue's redrive policy moves them to the DLQ anyway -- so nothing
-    # loops forever and nothing is lost.
+    # failure should not silently park healthy messages. They are retried with backoff until the
+    # consumer's retry budget is spent (then parked with the reason) or, without one, until the
+    # queue's redrive policy moves them to the DLQ after maxReceiveCount receives -- so nothing loops
+    # forever and nothing is lost.
     return TransientError(
-        f"unclassified {name}: {_truncate(str(exc))}; retrying (redrive after maxReceiveCount)."
+        f"unclassified {name}: {_truncate(str(exc))}; retrying (parked when its retries run out)."
     )
 
 
@@ -182,7 +192,7 @@ def _classify_client_error(response: dict[str, Any], text: str) -> RelayError:
     # AccessDenied, ResourceNotFound & co. are configuration problems that a deploy fixes: keep the
     # message (transient) so it is processed once the fix is out, instead of parking a whole stream.
     return TransientError(
-        f"AWS {code or status}: {_truncate(text)}; retrying (redrive after maxReceiveCount)."
+        f"AWS {code or status}: {_truncate(text)}; retrying (parked when its retries run out)."
     )
 
 

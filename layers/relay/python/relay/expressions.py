@@ -86,11 +86,12 @@ class Condition:
 
 
 class Update:
-    """A SET update expression."""
+    """A SET (and REMOVE) update expression."""
 
     def __init__(self) -> None:
         self._p = _Placeholders("u")
         self._sets: list[str] = []
+        self._removes: list[str] = []
 
     def set(self, attribute: str, value: Any) -> Self:
         self._sets.append(f"{self._p.name(attribute)} = {self._p.value(value)}")
@@ -123,11 +124,21 @@ class Update:
         self._sets.append(f"{name} = {base} {sign} {self._p.value(magnitude)}")
         return self
 
+    def remove(self, *attributes: str) -> Self:
+        """Remove attributes (absent ones are fine): e.g. a sparse index's keys once an entity is done."""
+        self._removes.extend(self._p.name(attribute) for attribute in attributes)
+        return self
+
     @property
     def expression(self) -> str:
-        if not self._sets:
+        if not self._sets and not self._removes:
             raise ValueError("an empty update")
-        return "SET " + ", ".join(self._sets)
+        clauses = []
+        if self._sets:
+            clauses.append("SET " + ", ".join(self._sets))
+        if self._removes:
+            clauses.append("REMOVE " + ", ".join(self._removes))
+        return " ".join(clauses)
 
     def write(
         self,

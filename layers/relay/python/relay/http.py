@@ -1,9 +1,12 @@
 """JSON over HTTP with the standard library (Lambda has no ``requests``), classified the kernel's way.
 
-Connection failures and timeouts become ``DependencyUnavailable`` (transient: the consumer backs the
-message off). HTTP statuses are returned to the caller, which knows which answers are business outcomes
-(a 404 "not visible yet", a 422 rejection) and classifies the rest with
-``relay.errors.classify_http_status``.
+Connection failures and timeouts are transient (the consumer retries the message later), in two kinds:
+``DependencyUnavailable`` when the request never left (connection refused, DNS, any failure while
+connecting or sending), ``OutcomeUnknown`` when it did and the call may have taken effect (no answer
+within the timeout, the connection dropped before the answer or in the middle of it). HTTP statuses are
+returned to the caller, which knows which answers are business outcomes (a 404 "not visible yet", a 422
+rejection) and classifies the rest with ``relay.errors.classify_http_status``; ``KeyedApi.answer``
+also makes a 500, 502 or 504 ``OutcomeUnknown``.
 
 Redirects are NOT followed: urllib would follow a 30x to any host, which turns a URL check done before
 the request into a bypassable one (an SSRF hole towards, say, the instance metadata endpoint). A 3xx is
@@ -21,10 +24,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from relay.errors import BusinessRejection, DependencyUnavailable, PayloadConflict, classify_http_status
+from relay.errors import (
+    BusinessRejection,
+    DependencyUnavailable,
+    OutcomeUnknown,
+    PayloadConflict,
+    classify_http_status,
+)
 
 # Enough for any JSON answer we act on; a larger body is cut (and then fails JSON parsing visibly).
 RESPONSE_BODY_LIMIT = 1024 * 1024
+# Answers after which a keyed call may have taken effect: 500 (failed midway), 502 and 504 (a gateway
+# lost or timed out on the answer of a request it had forwarded). 503 and 429 say "not now": not done.
+OUTCOME_UNKNOWN_STATUSES = frozenset({500, 502, 504})
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -44,18 +56,35 @@ class HttpResponse:
     retry_after: float | None
 
 
+# Raised once the request is out, while waiting for or reading the answer: the server may have acted.
+_DROPPED_AFTER_SENDING = (http.client.RemoteDisconnected, ConnectionResetError, http.client.IncompleteRead)
+
+
 @contextmanager
 def transient_network_errors(what: str, timeout: float) -> Iterator[None]:
-    """Turn timeouts and connection failures into DependencyUnavailable (the one place that does)."""
+    """Turn timeouts and connection failures into DependencyUnavailable, or OutcomeUnknown when the
+    request had been sent (the one place that does)."""
     try:
         yield
     except urllib.error.HTTPError:
         raise
-    except TimeoutError as exc:
+    except urllib.error.URLError as exc:
+        # urllib wraps what fails while connecting and sending the request (refused, DNS, a connect
+        # timeout): the server never got a whole request to act on.
         raise DependencyUnavailable(
-            f"{what} did not answer within {timeout:g} s; will retry with backoff."
+            f"{what} unreachable ({type(exc).__name__}: {exc.reason}); will retry with backoff."
         ) from exc
-    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, OSError) as exc:
+    except TimeoutError as exc:  # socket.timeout is TimeoutError: waiting for the answer timed out
+        raise OutcomeUnknown(
+            f"{what} did not answer within {timeout:g} s; the request was sent and may have taken "
+            "effect; will retry with backoff."
+        ) from exc
+    except _DROPPED_AFTER_SENDING as exc:
+        raise OutcomeUnknown(
+            f"{what} dropped the connection before answering in full ({type(exc).__name__}: {exc}); the "
+            "request was sent and may have taken effect; will retry with backoff."
+        ) from exc
+    except (http.client.HTTPException, ConnectionError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise DependencyUnavailable(
             f"{what} unreachable ({type(exc).__name__}: {reason}); will retry with backoff."
@@ -78,10 +107,24 @@ def post_json(
         method="POST",
         headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
     )
+    return _exchange(request, timeout=timeout, what=what)
+
+
+def get_url(url: str, *, headers: Mapping[str, str] | None = None, timeout: float, what: str) -> HttpResponse:
+    """GET `url` (JSON expected); errors as for ``post_json``."""
+    request = urllib.request.Request(  # noqa: S310 - the URL is a configured http(s) URL
+        url, method="GET", headers={"Accept": "application/json", **(headers or {})}
+    )
+    return _exchange(request, timeout=timeout, what=what)
+
+
+def _exchange(request: urllib.request.Request, *, timeout: float, what: str) -> HttpResponse:
     with transient_network_errors(what, timeout):
         try:
             with OPENER.open(request, timeout=timeout) as response:
-                return _read(response.status, response.headers, response.read(RESPONSE_BODY_LIMIT))
+                raw = response.read(RESPONSE_BODY_LIMIT)
+                _check_complete(response, raw)
+                return _read(response.status, response.headers, raw)
         except urllib.error.HTTPError as exc:
             with exc:
                 return _read(exc.code, exc.headers, exc.read(RESPONSE_BODY_LIMIT))
@@ -115,6 +158,14 @@ class WebhookClient:
         if error is not None:
             raise error
         return {"status": response.status}
+
+
+def _check_complete(response: Any, raw: bytes) -> None:
+    """``read(n)`` returns a body cut short by a dropped connection without a word (only the
+    unsized read raises IncompleteRead): compare with what Content-Length promised."""
+    missing = getattr(response, "length", None)
+    if isinstance(missing, int) and missing > 0 and len(raw) < RESPONSE_BODY_LIMIT:
+        raise http.client.IncompleteRead(raw, missing)
 
 
 def retry_after(headers: Any) -> float | None:
@@ -155,9 +206,15 @@ class KeyedApi:
             what=self.what,
         )
 
+    def get(self, path: str) -> HttpResponse:
+        """A read (no side effect, no key): e.g. the state of a payment under its key."""
+        return get_url(f"{self.base_url}{path}", timeout=self.timeout_seconds, what=self.what)
+
     def answer(self, response: HttpResponse, *, idempotency_key: str, not_done: str) -> dict[str, Any]:
         """The body of a successful answer; a reused key is a ``PayloadConflict`` (``not_done`` says
-        what this call did not do), anything else ``classify_http_status`` decides."""
+        what this call did not do), a 500, 502 or 504 ``OutcomeUnknown`` (the partner, or a gateway in
+        front of it, may have done the work before failing to answer), anything else
+        ``classify_http_status`` decides."""
         body = response.body if isinstance(response.body, dict) else {}
         if response.status == 422 and body.get("error") == "IdempotencyKeyReused":
             raise PayloadConflict(
@@ -167,6 +224,8 @@ class KeyedApi:
         error = classify_http_status(
             response.status, response.text, retry_after=response.retry_after, what=self.what
         )
+        if response.status in OUTCOME_UNKNOWN_STATUSES and isinstance(error, DependencyUnavailable):
+            raise OutcomeUnknown(str(error), retry_after=error.retry_after)
         if error is not None:
             raise error
         return body

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from relay import deadlines
 from relay.envelope import Envelope
 from relay.idempotency import BusinessWrite, put, serialize_item
 
@@ -28,6 +29,9 @@ OUTBOX_KIND = "outbox"
 # Published rows are kept this long for inspection, then removed by DynamoDB TTL (expiresAt).
 # Unpublished rows never expire: they still have to be delivered.
 PUBLISHED_RETENTION_SECONDS = 7 * 86_400
+# An unpublished row is in the deadline index (``relay.deadlines``) until it is published; a sweeper
+# re-publishes a row still unpublished this long after it was written (its stream batch failed).
+PUBLISH_GRACE_SECONDS = 300
 
 
 def _now_iso() -> str:
@@ -40,8 +44,12 @@ def outbox_write(
     table_name: str,
     key: Mapping[str, Any],
     message_group_id: str | None = None,
+    publish_by: datetime | None = None,
 ) -> BusinessWrite:
     """A Put of the outbox row ``{**key, kind: "outbox", eventId, eventType, envelope, createdAt}``.
+
+    With ``publish_by`` the row also carries the deadline-index attributes (``relay.deadlines``):
+    until it is marked published, a sweeper finds it there after that moment and re-publishes it.
 
     Guarded by ``attribute_not_exists`` so a second write of the same row fails the transaction
     instead of re-triggering the stream (an overwrite would emit MODIFY, and a new INSERT after a
@@ -60,6 +68,8 @@ def outbox_write(
     }
     if message_group_id:
         item["messageGroupId"] = message_group_id
+    if publish_by is not None:
+        item.update(deadlines.deadline_attributes(envelope.event_id, publish_by))
     partition_attribute = next(iter(key))
     return put(table_name, item, "attribute_not_exists(#pk)", names={"#pk": partition_attribute})
 
@@ -140,7 +150,7 @@ def publish_outbox_batch(
                 sns_publish(envelope, row)
             if ddb is None:
                 ddb = _default_client("dynamodb")
-            _mark_published(ddb, table_name or _table_from_stream_arn(raw), raw["dynamodb"]["Keys"])
+            mark_published(ddb, table_name or _table_from_stream_arn(raw), raw["dynamodb"]["Keys"])
         except Exception:
             failed[0] = True
             raise
@@ -162,16 +172,22 @@ class OutboxSkipped(Exception):
     """Not attempted because an earlier record of the batch failed (kept for ordering)."""
 
 
-def _mark_published(ddb: DynamoDBClient, table_name: str, keys: dict[str, Any]) -> None:
+def mark_published(ddb: DynamoDBClient, table_name: str, keys: dict[str, Any]) -> None:
+    """Mark an outbox row published (``keys`` in DynamoDB JSON): ``publishedAt``, a TTL, and out of
+    the deadline index."""
     now = datetime.now(UTC)
     try:
         ddb.update_item(
             TableName=table_name,
             Key=keys,
-            UpdateExpression="SET publishedAt = :now, expiresAt = :exp",
+            UpdateExpression="SET publishedAt = :now, expiresAt = :exp REMOVE #shard, #deadline",
             # The row may be gone (deleted by hand); never re-create a half row by updating it.
             ConditionExpression="attribute_exists(#pk)",
-            ExpressionAttributeNames={"#pk": next(iter(keys))},
+            ExpressionAttributeNames={
+                "#pk": next(iter(keys)),
+                "#shard": deadlines.SHARD_ATTRIBUTE,
+                "#deadline": deadlines.AT_ATTRIBUTE,
+            },
             ExpressionAttributeValues=serialize_item(
                 {
                     ":now": now.isoformat().replace("+00:00", "Z"),

@@ -131,10 +131,11 @@ def transition_write(
     history_attribute: str,
     attributes: Mapping[str, Any],
     on_condition_failed: OnConditionFailed,
+    remove: Collection[str] = (),
 ) -> BusinessWrite:
     """The conditional update that applies ``transition``: status, version + 1, updatedAt, the history
-    entry and ``attributes`` (stored names and values) -- only from the state AND version it was
-    planned from, so a concurrent or stale writer fails instead of overwriting."""
+    entry and ``attributes`` (stored names and values), removing ``remove`` -- only from the state AND
+    version it was planned from, so a concurrent or stale writer fails instead of overwriting."""
     change = (
         Update()
         .set(STATUS, str(transition.target))
@@ -143,6 +144,8 @@ def transition_write(
         .append(history_attribute, [dict(transition.entry)])
         .set_all(attributes)
     )
+    if remove:
+        change.remove(*sorted(remove))
     expected = Condition().equals(**{STATUS: str(transition.source), VERSION: transition.expected_version})
     return change.write(table_name, key, condition=expected, on_condition_failed=on_condition_failed)
 
