@@ -46,6 +46,13 @@ class ConsumerSettings(_Strict):
     batching_window_seconds: int = Field(default=defaults.CONSUMERS.batching_window_seconds, ge=0, le=300)
     # Lambda's SQS maximum concurrency accepts 2..1000.
     max_concurrency: int = Field(default=defaults.CONSUMERS.max_concurrency, ge=2, le=1000)
+    # How long queue consumers retry transient failures (delayed re-sends) before parking; it must stay
+    # under the consumed queue's retention, which QueueConsumer checks at synth.
+    retry_budget_seconds: int = Field(
+        default=defaults.CONSUMERS.retry_budget_seconds,
+        ge=defaults.MIN_RETRY_BUDGET_SECONDS,
+        le=defaults.MAX_RETRY_BUDGET_SECONDS,
+    )
     log_retention_days: int = Field(default=defaults.CONSUMERS.log_retention_days, ge=1)
     log_level: LogLevel = defaults.CONSUMERS.log_level
 
@@ -64,17 +71,46 @@ def _external_url(value: str) -> str:
     raise ValueError("must be an https:// URL (http:// only for 127.0.0.1/localhost)")
 
 
+class LifecycleConfig(_Strict):
+    """How long each step of an operation may take (its budget, in time: transient failures are
+    retried with backoff until then), how long a step may stay silent before the sweeper re-drives it,
+    how often the sweeper runs, and how close to its expiry a non-terminal operation's claim check may
+    come before an alarm."""
+
+    pending_budget_seconds: int = Field(default=3600, ge=60, le=86_400)
+    payment_budget_seconds: int = Field(default=86_400, ge=60, le=7 * 86_400)
+    reconcile_budget_seconds: int = Field(default=86_400, ge=60, le=7 * 86_400)
+    post_processing_budget_seconds: int = Field(default=3600, ge=60, le=86_400)
+    invoice_budget_seconds: int = Field(default=86_400, ge=60, le=7 * 86_400)
+    silence_seconds: int = Field(default=900, ge=60, le=86_400)
+    sweep_every_minutes: int = Field(default=5, ge=1, le=60)
+    claim_check_warning_days: int = Field(default=3, ge=1)
+
+    @property
+    def longest_life_seconds(self) -> int:
+        """The longest a non-terminal operation can live: every step's budget plus one silence each."""
+        budgets = (
+            self.pending_budget_seconds,
+            self.payment_budget_seconds,
+            self.reconcile_budget_seconds,
+            self.post_processing_budget_seconds,
+            self.invoice_budget_seconds,
+        )
+        return sum(budgets) + len(budgets) * self.silence_seconds
+
+
 class PaymentsConfig(_Strict):
     legacy_payments_url: str = "https://legacy-payments.example.com"
     invoice_api_url: str = "https://invoices.example.com"
     legacy_timeout_seconds: int = Field(default=10, ge=1, le=60)
-    # "Accepted, still processing" is re-checked until this age, then the operation FAILS (timeout).
+    # "Accepted, still processing" is re-checked until this age, then the operation is RECONCILING.
     payment_max_age_seconds: int = Field(default=3600, ge=60, le=86_400)
     payment_check_base_delay_seconds: int = Field(default=30, ge=1, le=900)
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=6_000_000)
     terminal_ttl_days: int = Field(default=30, ge=1)
     failed_ttl_days: int = Field(default=90, ge=1)
     claim_check_expiration_days: int = Field(default=30, ge=1)
+    lifecycle: LifecycleConfig = LifecycleConfig()
 
     @field_validator("legacy_payments_url", "invoice_api_url")
     @classmethod
@@ -171,6 +207,22 @@ class StageConfig(_Strict):
             raise ValueError(
                 f"payments.claim_check_expiration_days ({self.payments.claim_check_expiration_days}) must be "
                 f">= queues.retention_days + queues.dlq_retention_days ({needed})"
+            )
+        # A non-terminal operation's request must outlive the operation, with the warning days to spare.
+        lifecycle = self.payments.lifecycle
+        life_days = -(-lifecycle.longest_life_seconds // 86_400) + lifecycle.claim_check_warning_days
+        if self.payments.claim_check_expiration_days < life_days:
+            raise ValueError(
+                f"payments.claim_check_expiration_days ({self.payments.claim_check_expiration_days}) must be "
+                f">= the longest life of a non-terminal operation plus payments.lifecycle."
+                f"claim_check_warning_days ({life_days} days)"
+            )
+        # The workers retry a sick partner for their step's budget: their messages must outlive it.
+        longest_budget = max(lifecycle.payment_budget_seconds, lifecycle.invoice_budget_seconds)
+        if self.queues.retention_days * 86_400 <= longest_budget:
+            raise ValueError(
+                f"queues.retention_days ({self.queues.retention_days}) must exceed the longest step budget "
+                f"({longest_budget} s)"
             )
         return self
 

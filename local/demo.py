@@ -8,8 +8,10 @@ What it does to the running sandbox, and the invariant each step protects:
 * duplicate deliveries: already-published ``PaymentRequested`` envelopes published to the topic
   again (as SNS may do) -> no second charge;
 * a poison message sent straight to the payment-requests queue -> parked in the DLQ with a reason.
-Exit code 0 only when every operation COMPLETED, each was charged and invoiced exactly once, and
-the only parked message is the poison one.
+* at the end the payments sweeper's schedule is fired once -> nothing is left behind: no operation
+  non-terminal past its deadline, no outbox row unpublished past its grace ("stranded: 0").
+Exit code 0 only when every operation COMPLETED, each was charged and invoiced exactly once, the only
+parked message is the poison one, and nothing is stranded.
 
 And a short agents section (``AgentsScenario``): ``ReportGenerated`` events over SNS, two of them late
 (not visible for the first reads) and one tampered in the report API -> VERIFIED except one
@@ -32,11 +34,12 @@ from typing import Any
 
 import requests
 
+from local import lifecycle
 from local.emulator import client
 from local.runtime import PROJECT_ROOT
 from local.sandbox import Sandbox, snapshot, status_line
 
-TERMINAL = {"COMPLETED", "FAILED"}
+TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED"}
 OUTAGE_EXPECTED_FROM = 50  # payments
 DEFAULT_PAYMENTS = 100  # `make demo`; DEMO_PAYMENTS or --payments for another size
 
@@ -214,7 +217,23 @@ class Scenario:
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(self.poll, list(self.accepted)))
         print(file=out)
+        self.sweep(out)
         return self.report(poison_id, duplicates_sent, out)
+
+    def sweep(self, out: Any) -> None:
+        """Fire the payments sweeper once (its schedule runs every few minutes on real time) and wait
+        until it has run: whatever it finds overdue it re-drives or ends, and the report then counts
+        what is still stranded."""
+        (firing,) = self.sb.fire_schedule(self.sb.schedule_named("payments-sweep"))
+        sent = f"message {str(firing.message_id)[:8]}" if firing.sent else f"not sent: {firing.error}"
+        print(f"  payments sweeper fired ({sent})", file=out)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            queues = snapshot(self.sb.state())["queues"]
+            busy = sum(q["visible"] + q["inFlight"] for name, q in queues.items() if name.endswith("sweeps"))
+            if not busy and self.sb.in_flight() == 0:
+                return
+            time.sleep(0.5)
 
     def report(self, poison_id: str, duplicates_sent: int, out: Any) -> bool:
         charges = self.sb.legacy.charges_by_operation()
@@ -226,9 +245,9 @@ class Scenario:
         latencies = sorted(self.completed[op] - self.accepted[op] for op in self.completed)
         legacy_calls = self.sb.legacy.calls()
         outage_rejections = sum(1 for c in legacy_calls if c.get("fault") == "outage")
-        retried = sum(
-            item.stats.failed_records for item in (self.sb.mappings.items if self.sb.mappings else [])
-        )
+        table = lifecycle.operations_table(self.sb.topology.tables)
+        retried = lifecycle.retries(self.sb.endpoint, table)
+        left_behind = lifecycle.stranded(self.sb.endpoint, table)
 
         def p(q: float) -> float:
             if not latencies:
@@ -244,7 +263,9 @@ class Scenario:
         rows += [(f"operations invoiced {n}×", str(c)) for n, c in sorted(invoice_counts.items())]
         rows.append(("duplicate deliveries injected", str(duplicates_sent)))
         rows.append(("legacy calls refused by the outage", str(outage_rejections)))
-        rows.append(("records retried by the mappings", str(retried)))
+        rows.append(("step retries (delayed copies, no receive burnt)", str(retried)))
+        rows.append(("stranded: non-terminal past deadline", str(left_behind["operation"])))
+        rows.append(("stranded: outbox rows never published", str(left_behind["outbox"])))
         rows.append(("messages parked", str(len(parked))))
         rows += [(f"  {queue.removeprefix('relay-dev-')}", f"{cls}: {msg}") for queue, cls, msg in parked]
         rows.append(
@@ -267,6 +288,7 @@ class Scenario:
             "only the poison message is parked, with a reason": len(parked) == 1
             and parked[0][1] != "(redriven by SQS)",
             "no HTTP errors": not self.http_errors,
+            "nothing left behind (stranded: 0)": not left_behind,
         }
         if self.payments >= OUTAGE_EXPECTED_FROM:
             checks["the legacy outage refused calls; each was retried (charged once above)"] = (
@@ -375,7 +397,8 @@ class AgentsScenario:
             time.sleep(0.5)
         notified = self.sb.webhook.deliveries_by_key()
 
-        (first,) = self.sb.fire_schedule()
+        snapshot_schedule = self.sb.schedule_named("scores-hourly-snapshot")
+        (first,) = self.sb.fire_schedule(snapshot_schedule)
         hour = first.scheduled_time
         first_ok = all(d.delivered for d in first.wait(60))
         snapshots: dict[str, list[dict[str, Any]]] = {}
@@ -385,7 +408,9 @@ class AgentsScenario:
             if all(snapshots.values()):
                 break
             time.sleep(0.3)
-        (second,) = self.sb.fire_schedule(scheduled_time=hour)
+        (second,) = self.sb.fire_schedule(
+            self.sb.schedule_named("scores-hourly-snapshot"), scheduled_time=hour
+        )
         second_ok = all(d.delivered for d in second.wait(60))
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and not self._snapshot_queue_idle():

@@ -259,6 +259,11 @@ class Sandbox:
             lines.append(f"API destinations to the app's own APIs are called on {self.api_url} (same path)")
         return lines
 
+    def schedule_named(self, suffix: str) -> str:
+        """The one schedule whose name ends with ``suffix`` (e.g. ``scores-hourly-snapshot``)."""
+        (name,) = [s.name for s in self.topology.schedules if s.name.endswith(suffix)]
+        return name
+
     def fire_schedule(
         self, name: str | None = None, scheduled_time: datetime | str | None = None
     ) -> list[Firing]:

@@ -121,6 +121,11 @@ def string_attribute(value: str) -> dict[str, Any]:
     return {"stringValue": value, "stringListValues": [], "binaryListValues": [], "dataType": "String"}
 
 
+def number_attribute(value: str) -> dict[str, Any]:
+    """A Number message attribute as Lambda shows it in an SQS record (e.g. ``relay.attempt``)."""
+    return {"stringValue": value, "stringListValues": [], "binaryListValues": [], "dataType": "Number"}
+
+
 def binary_attribute(value: bytes) -> dict[str, Any]:
     return {
         "binaryValue": base64.b64encode(value).decode(),
@@ -278,3 +283,43 @@ def record_from_received(message: Mapping[str, Any], queue_arn_: str) -> dict[st
         "eventSourceARN": queue_arn_,
         "awsRegion": REGION,
     }
+
+
+def retry_copy(
+    sqs_client: Any,
+    queue_url: str,
+    *,
+    attempt: int = 1,
+    body: str | None = None,
+    within: float = 5.0,
+) -> dict[str, Any]:
+    """The ONE delayed copy ``relay.consumer`` re-sent to ``queue_url`` to retry a transient failure,
+    as ReceiveMessage returns it (all attributes), asserted to be retry ``attempt`` of its chain (and a
+    byte-for-byte copy of ``body`` when given). Waits up to ``within`` seconds for it: the copy is sent
+    with DelaySeconds, which moto honours. Redeliver it with ``record_from_received``, as Lambda would."""
+    deadline = time.monotonic() + within
+    messages: list[dict[str, Any]] = []
+    while not messages and time.monotonic() < deadline:
+        messages = _receive_all(sqs_client, queue_url, wait=1)
+    assert len(messages) == 1, f"expected exactly one retry copy on {queue_url}, found {len(messages)}"
+    (copy,) = messages
+    attributes = copy.get("MessageAttributes") or {}
+    assert attributes.get("relay.attempt") == {"DataType": "Number", "StringValue": str(attempt)}, attributes
+    assert {"relay.firstFailureAt", "relay.lastError"} <= set(attributes), attributes
+    if body is not None:
+        assert copy["Body"] == body, "a retry copy carries the original body byte for byte"
+    return copy
+
+
+def _receive_all(sqs_client: Any, queue_url: str, *, wait: int = 0) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    while batch := sqs_client.receive_message(
+        QueueUrl=queue_url,
+        MaxNumberOfMessages=10,
+        WaitTimeSeconds=0 if messages else wait,
+        VisibilityTimeout=30,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    ).get("Messages", []):
+        messages.extend(batch)
+    return messages

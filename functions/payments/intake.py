@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from payments.models import ErrorInfo, OperationView, PaymentRequest, ResultRefs, StepView
@@ -48,6 +48,7 @@ def accept_payment(
     s3_client: S3Client,
     bucket: str,
     key_ttl_days: int,
+    deadline_seconds: int = 900,
     now: datetime | None = None,
 ) -> Accepted:
     document = request.to_document()
@@ -81,7 +82,9 @@ def accept_payment(
         )
         # A concurrent request with the same key that commits first leaves ours nothing but an orphan
         # S3 object (the bucket's lifecycle removes it); we answer as the replay of the winner.
-        store.create_operation(operation, event, bind=bind)
+        store.create_operation(
+            operation, event, bind=bind, deadline=moment + timedelta(seconds=deadline_seconds)
+        )
         return Accepted(operation_id, str(Status.PENDING), replayed=False)
 
     def replay(record: RequestKeyRecord) -> Accepted:
@@ -104,7 +107,7 @@ def describe_operation(store: OperationStore, operation_id: str) -> OperationVie
         return None
     return OperationView(
         operation_id=operation.operation_id,
-        status=str(operation.status),
+        status=operation.status,
         payment_id=operation.payment_id,
         order_id=operation.order_id,
         steps=[StepView(step=s.step, status=s.status, at=s.at) for s in operation.steps],
@@ -113,6 +116,8 @@ def describe_operation(store: OperationStore, operation_id: str) -> OperationVie
         else None,
         created_at=operation.created_at,
         updated_at=operation.updated_at,
+        next_attempt_at=operation.next_attempt_at,
+        attempts=operation.attempts or None,
         results=ResultRefs(
             request=_uri(operation.request_ref),
             result=_uri(operation.result_ref),

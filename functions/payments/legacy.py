@@ -5,6 +5,9 @@ call charges, every later call with the same key and body returns the payment's 
 without charging again. That is why the worker calls POST again for a status check instead of a
 separate GET: if the first call never reached the system, the "check" submits it.
 
+``GET {base}/payments/{idempotencyKey}`` only reads (404: no payment under the key). Reconciliation
+uses it when the outcome of a POST is unknown: asking must never charge.
+
 Not wrapped in Powertools idempotency on purpose: it would store and replay a "PROCESSING" answer,
 while the whole point of a status check is to get a fresh one. The system's own key is the guard.
 """
@@ -15,6 +18,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from relay.errors import DependencyUnavailable
 from relay.http import KeyedApi
@@ -67,4 +71,23 @@ class LegacyPaymentsClient(KeyedApi):
         # An answer we do not understand is treated like a 5xx: retried, then redriven to the DLQ.
         raise DependencyUnavailable(
             f"{WHAT} answered HTTP {response.status} with status {status!r}; retrying."
+        )
+
+    def lookup(self, idempotency_key: str) -> LegacyOutcome | None:
+        """The payment's state under ``idempotency_key``, or None when the system has none (nothing
+        was charged). Raises DependencyUnavailable when the system cannot say."""
+        response = self.get(f"/payments/{quote(idempotency_key, safe='')}")
+        if response.status == 404:
+            return None
+        body = self.answer(response, idempotency_key=idempotency_key, not_done="Nothing was charged.")
+        status = str(body.get("status", ""))
+        ref = str(body["paymentRef"]) if body.get("paymentRef") else None
+        if status == LegacyStatus.COMPLETED and ref:
+            return LegacyOutcome(LegacyStatus.COMPLETED, ref, None, body)
+        if status == LegacyStatus.REJECTED:
+            return LegacyOutcome(LegacyStatus.REJECTED, None, str(body.get("reason") or "rejected"), body)
+        if status == LegacyStatus.PROCESSING:
+            return LegacyOutcome(LegacyStatus.PROCESSING, ref, None, body)
+        raise DependencyUnavailable(
+            f"{WHAT} answered HTTP {response.status} with status {status!r} to a lookup"
         )

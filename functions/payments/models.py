@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
+from payments.operations import MEANING, TERMINAL, Status
 from relay import api_models
 from relay.api_models import ApiModel
 
@@ -155,13 +156,22 @@ class ResultRefs(ApiModel):
 
 class OperationView(ApiModel):
     operation_id: str
-    status: str = Field(examples=["COMPLETED"])
+    status: Status = Field(
+        examples=["COMPLETED"],
+        description="The operation's state. "
+        + "; ".join(f"{status}: {meaning}" for status, meaning in MEANING.items())
+        + f". Terminal: {', '.join(sorted(TERMINAL))}.",
+    )
     payment_id: str
     order_id: str | None = None
     steps: list[StepView]
     error: ErrorInfo | None = None
     created_at: str
     updated_at: str
+    next_attempt_at: str | None = Field(
+        None, description="While the current step waits to try again (a partner is unavailable): when"
+    )
+    attempts: int | None = Field(None, description="How often the current step has been retried")
     results: ResultRefs | None = None
 
 

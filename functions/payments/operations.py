@@ -1,18 +1,26 @@
 """The operation state machine.
 
     PENDING -> PAYMENT_PROCESSING -> PAYMENT_COMPLETED -> POST_PROCESSING -> INVOICE_PENDING -> COMPLETED
-    any non-terminal state -> FAILED
+    PENDING, PAYMENT_PROCESSING, RECONCILING -> FAILED        (nothing was charged)
+    PAYMENT_PROCESSING -> RECONCILING                         (the legacy outcome is unknown)
+    RECONCILING -> PAYMENT_COMPLETED | PAYMENT_UNRESOLVED     (charged after all | nobody can tell)
+    PAYMENT_COMPLETED, POST_PROCESSING, INVOICE_PENDING -> INVOICE_FAILED   (charged, never invoiced)
+
+FAILED is reachable only while no money can have moved: once the legacy system may have charged,
+the unsuccessful endings are PAYMENT_UNRESOLVED (a human must reconcile with the legacy system) and
+INVOICE_FAILED (charged; the invoice was refused or could not be issued in time).
 
 The rules every entity's state machine follows (conditional writes from the state AND version that
 were read, the history entry, stale and illegal transitions) are the kernel's
 (``relay.state_machine``); this module holds what is particular to an operation: its states, its
-steps and the expiry of a terminal operation.
+steps, the deadline of a non-terminal state and the expiry of a terminal one.
 """
 
 from __future__ import annotations
 
 import enum
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,20 +41,42 @@ __all__ = ["AlreadyApplied", "IllegalTransition", "now_iso", "parse_iso"]
 class Status(enum.StrEnum):
     PENDING = "PENDING"
     PAYMENT_PROCESSING = "PAYMENT_PROCESSING"
+    RECONCILING = "RECONCILING"
     PAYMENT_COMPLETED = "PAYMENT_COMPLETED"
     POST_PROCESSING = "POST_PROCESSING"
     INVOICE_PENDING = "INVOICE_PENDING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
+    PAYMENT_UNRESOLVED = "PAYMENT_UNRESOLVED"
+    INVOICE_FAILED = "INVOICE_FAILED"
 
     @property
     def terminal(self) -> bool:
         return self in TERMINAL
 
 
-TERMINAL = frozenset({Status.COMPLETED, Status.FAILED})
+TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.PAYMENT_UNRESOLVED, Status.INVOICE_FAILED})
+# Terminal states that are not success: kept longer (failed_ttl_days), and each has an alarm.
+UNSUCCESSFUL = TERMINAL - {Status.COMPLETED}
 
-# The happy path, in order; FAILED is reachable from every non-terminal state.
+# What each state means, for the README, the OpenAPI document and operators.
+MEANING: dict[Status, str] = {
+    Status.PENDING: "accepted and stored; the payment step has not started",
+    Status.PAYMENT_PROCESSING: "submitted to (or being retried against) the legacy payment system",
+    Status.RECONCILING: "the legacy outcome is unknown (timeout, lost reply, or checks ran out): asking "
+    "the legacy system by the payment's idempotency key",
+    Status.PAYMENT_COMPLETED: "charged; post-processing is next",
+    Status.POST_PROCESSING: "building the invoice input",
+    Status.INVOICE_PENDING: "charged; the invoice is being issued",
+    Status.COMPLETED: "charged and invoiced",
+    Status.FAILED: "not charged (rejected, or the legacy system has no payment under its key)",
+    Status.PAYMENT_UNRESOLVED: "the legacy system could not say whether it charged within the "
+    "reconciliation budget: a human must reconcile (alarmed)",
+    Status.INVOICE_FAILED: "charged, but the invoice was refused or could not be issued within its "
+    "budget; see error and results.paymentRef (alarmed)",
+}
+
+# The happy path, in order.
 HAPPY_PATH: tuple[Status, ...] = (
     Status.PENDING,
     Status.PAYMENT_PROCESSING,
@@ -55,29 +85,37 @@ HAPPY_PATH: tuple[Status, ...] = (
     Status.INVOICE_PENDING,
     Status.COMPLETED,
 )
+# Once the legacy system may have charged, an unsuccessful end says so.
+CHARGED = frozenset({Status.PAYMENT_COMPLETED, Status.POST_PROCESSING, Status.INVOICE_PENDING})
 
 ALLOWED: dict[Status, frozenset[Status]] = {
-    current: frozenset({following, Status.FAILED}) for current, following in itertools.pairwise(HAPPY_PATH)
+    current: frozenset({following}) for current, following in itertools.pairwise(HAPPY_PATH)
 }
-ALLOWED[Status.COMPLETED] = frozenset()
-ALLOWED[Status.FAILED] = frozenset()
+ALLOWED[Status.PENDING] |= {Status.FAILED}
+ALLOWED[Status.PAYMENT_PROCESSING] |= {Status.FAILED, Status.RECONCILING}
+ALLOWED[Status.RECONCILING] = frozenset({Status.PAYMENT_COMPLETED, Status.FAILED, Status.PAYMENT_UNRESOLVED})
+for _charged in CHARGED:
+    ALLOWED[_charged] |= {Status.INVOICE_FAILED}
+for _terminal in TERMINAL:
+    ALLOWED[_terminal] = frozenset()
 
 # What the step history records when a state is entered: (step, step status).
 STEP_OF: dict[Status, tuple[str, str]] = {
     Status.PENDING: ("request", "ACCEPTED"),
     Status.PAYMENT_PROCESSING: ("payment", "STARTED"),
+    Status.RECONCILING: ("payment", "RECONCILING"),
     Status.PAYMENT_COMPLETED: ("payment", "COMPLETED"),
     Status.POST_PROCESSING: ("post-processing", "STARTED"),
     Status.INVOICE_PENDING: ("invoice", "REQUESTED"),
     Status.COMPLETED: ("invoice", "COMPLETED"),
+    Status.PAYMENT_UNRESOLVED: ("payment", "UNRESOLVED"),
+    Status.INVOICE_FAILED: ("invoice", "FAILED"),
 }
-# The step that failed, by the state the operation was in when it failed.
+# The step that failed, by the state the operation was in when it became FAILED.
 FAILED_STEP: dict[Status, str] = {
     Status.PENDING: "payment",
     Status.PAYMENT_PROCESSING: "payment",
-    Status.PAYMENT_COMPLETED: "post-processing",
-    Status.POST_PROCESSING: "post-processing",
-    Status.INVOICE_PENDING: "invoice",
+    Status.RECONCILING: "payment",
 }
 
 
@@ -120,6 +158,18 @@ class Operation:
     invoice_input_ref: ClaimCheckRef | None = None
     invoice_id: str | None = None
     expires_at: int | None = None
+    # Since when the operation is in its current state (the step's budget counts from here).
+    state_since: str | None = None
+    # While a step waits to try again: when, how often it tried, and why it failed last.
+    next_attempt_at: str | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    redrives: int = 0
+    deadline_at: int | None = None
+
+    @property
+    def since(self) -> datetime:
+        return parse_iso(self.state_since or self.updated_at)
 
     def ids(self) -> dict[str, str]:
         ids = {"operationId": self.operation_id, "paymentId": self.payment_id}
@@ -135,27 +185,36 @@ def plan_transition(
     now: datetime | None = None,
     error: OperationError | None = None,
     ttl_days: int | None = None,
+    deadlines: Mapping[Status, int] | None = None,
     **attributes: Any,
 ) -> TransitionPlan:
     """Check the transition against the state machine and describe the write that applies it.
 
-    ``attributes`` are domain fields to set with the transition (e.g. ``payment_ref=``); entering a
-    terminal state needs ``ttl_days`` (clean-up never depends on anyone remembering to delete).
+    ``attributes`` are domain fields to set with the transition (e.g. ``payment_ref=``). Entering a
+    terminal state needs ``ttl_days`` (clean-up never depends on anyone remembering to delete) and
+    takes the operation out of the deadline index; entering a non-terminal state sets its deadline
+    from ``deadlines`` (seconds per state; the sweeper looks at it then) and clears the retry fields.
     """
     MACHINE.check(operation.operation_id, operation.status, target)
     moment = now or datetime.now(UTC)
-    if target is Status.FAILED:
+    if target in UNSUCCESSFUL:
         if error is None:
-            raise ValueError("a transition to FAILED needs an error")
-        step = Step(FAILED_STEP[operation.status], "FAILED", now_iso(moment))
+            raise ValueError(f"a transition to {target} needs an error")
         attributes["error"] = error
+    if target is Status.FAILED:
+        step = Step(FAILED_STEP[operation.status], "FAILED", now_iso(moment))
     else:
         name, step_status = STEP_OF[target]
         step = Step(name, step_status, now_iso(moment))
+    attributes["state_since"] = step.at
     if target.terminal:
         if ttl_days is None:
             raise ValueError(f"entering terminal state {target} needs ttl_days")
         attributes["expires_at"] = int((moment + timedelta(days=ttl_days)).timestamp())
+    else:
+        if deadlines is None or target not in deadlines:
+            raise ValueError(f"entering non-terminal state {target} needs its deadline (deadlines=)")
+        attributes.setdefault("deadline_at", moment + timedelta(seconds=deadlines[target]))
     return MACHINE.plan(
         operation.operation_id,
         operation.status,

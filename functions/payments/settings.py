@@ -9,6 +9,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
+from payments.operations import Status
 from relay.settings import FunctionEnvironment, OutboxSettings, http_url
 
 # SQS DelaySeconds accepts at most 900 seconds; a longer wait is a chain of delayed checks.
@@ -29,6 +30,35 @@ class Settings(OutboxSettings):
     max_body_bytes: int = Field(1_048_576, gt=0)
     terminal_ttl_days: int = Field(30, gt=0)
     failed_ttl_days: int = Field(90, gt=0)
+    # The lifecycle (stage config ``payments.lifecycle``): how long each step may take before it is
+    # given up (its budget, in time), and how long a step may stay silent -- no attempt, no retry
+    # scheduled -- before the sweeper takes its message for lost and re-drives it.
+    pending_budget_seconds: int = Field(3600, gt=0)
+    payment_budget_seconds: int = Field(86_400, gt=0)
+    reconcile_budget_seconds: int = Field(86_400, gt=0)
+    post_processing_budget_seconds: int = Field(3600, gt=0)
+    invoice_budget_seconds: int = Field(86_400, gt=0)
+    silence_seconds: int = Field(900, gt=0)
+    # The sweeper's claim-check guard: alarm when a non-terminal operation's request is this close
+    # to the bucket's expiry.
+    claim_check_expiration_days: int = Field(30, gt=0)
+    claim_check_warning_days: int = Field(3, ge=0)
+
+    def budget_seconds(self, status: Status) -> int:
+        """The budget of the step a non-terminal state belongs to, counted from entering the state."""
+        return {
+            Status.PENDING: self.pending_budget_seconds,
+            Status.PAYMENT_PROCESSING: self.payment_budget_seconds,
+            Status.RECONCILING: self.reconcile_budget_seconds,
+            Status.PAYMENT_COMPLETED: self.post_processing_budget_seconds,
+            Status.POST_PROCESSING: self.post_processing_budget_seconds,
+            Status.INVOICE_PENDING: self.invoice_budget_seconds,
+        }[status]
+
+    @property
+    def deadlines(self) -> dict[Status, int]:
+        """When the sweeper first looks at an operation after it enters each non-terminal state."""
+        return {status: self.silence_seconds for status in Status if not status.terminal}
 
     @property
     def request_key_ttl_days(self) -> int:
@@ -44,11 +74,19 @@ class Settings(OutboxSettings):
 
 # What each function needs (the stack sets exactly these; the function checks them at cold start).
 _TTLS = ("terminal_ttl_days", "failed_ttl_days")
+LIFECYCLE = (
+    "pending_budget_seconds",
+    "payment_budget_seconds",
+    "reconcile_budget_seconds",
+    "post_processing_budget_seconds",
+    "invoice_budget_seconds",
+    "silence_seconds",
+)
 API = FunctionEnvironment(
     Settings,
     "api",
     required=("operations_table", "idempotency_table", "payments_bucket"),
-    optional=("max_body_bytes", *_TTLS),
+    optional=("max_body_bytes", *_TTLS, "silence_seconds"),
 )
 OUTBOX_PUBLISHER = FunctionEnvironment(
     Settings, "outbox-publisher", required=("operations_table", "events_topic_arn")
@@ -59,6 +97,7 @@ PAYMENT_WORKER = FunctionEnvironment(
     required=("operations_table", "idempotency_table", "payments_bucket", "legacy_payments_url"),
     optional=(
         *_TTLS,
+        *LIFECYCLE,
         "legacy_timeout_seconds",
         "payment_max_age_seconds",
         "payment_check_base_delay_seconds",
@@ -68,11 +107,17 @@ POST_PROCESSOR = FunctionEnvironment(
     Settings,
     "post-processor",
     required=("operations_table", "idempotency_table", "payments_bucket"),
-    optional=_TTLS,
+    optional=(*_TTLS, *LIFECYCLE),
 )
 INVOICE_WORKER = FunctionEnvironment(
     Settings,
     "invoice-worker",
     required=("operations_table", "idempotency_table", "payments_bucket", "invoice_api_url"),
-    optional=(*_TTLS, "legacy_timeout_seconds"),
+    optional=(*_TTLS, *LIFECYCLE, "legacy_timeout_seconds"),
+)
+SWEEPER = FunctionEnvironment(
+    Settings,
+    "sweeper",
+    required=("operations_table", "events_topic_arn"),
+    optional=(*_TTLS, *LIFECYCLE, "claim_check_expiration_days", "claim_check_warning_days"),
 )

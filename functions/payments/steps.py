@@ -19,12 +19,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Concatenate, Protocol
 
-from payments.invoices import invoice_key
-from payments.legacy import LegacyStatus, payment_key
+from payments.invoices import InvoiceRefused, invoice_key
+from payments.legacy import LegacyOutcome, LegacyStatus, payment_key
 from payments.operations import (
+    UNSUCCESSFUL,
     AlreadyApplied,
     IllegalTransition,
     Operation,
@@ -39,19 +40,26 @@ from payments.operations import (
 from payments.settings import MAX_SQS_DELAY_SECONDS, Settings
 from payments.store import status_of
 from payments.subscriptions import (
+    INVOICE_FAILED,
+    INVOICE_REDRIVE_DUE,
     INVOICE_REQUESTED,
     OPERATION_COMPLETED,
     PAYMENT_COMPLETED,
     PAYMENT_FAILED,
+    PAYMENT_RECONCILIATION_DUE,
+    PAYMENT_REDRIVE_DUE,
     PAYMENT_REQUESTED,
     PAYMENT_STATUS_CHECK_DUE,
+    PAYMENT_UNRESOLVED,
+    POST_PROCESSING_REDRIVE_DUE,
 )
 from relay.backoff import backoff_delay
 from relay.claim_check import get_json, put_json
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
-from relay.errors import InvalidInput, PermanentError
+from relay.errors import InvalidInput, OutcomeUnknown, PermanentError, TransientError
 from relay.idempotency import BusinessWrite, CommitResult
 from relay.observability import logger, record_metric
+from relay.retry import RetryBudgetSpent
 from relay.side_effects import run_once
 from relay.state_machine import explain_stale
 
@@ -64,7 +72,7 @@ if TYPE_CHECKING:
     from relay.consumer import RecordContext
 
 
-# States in which a step's work is already done (its outcome committed).
+# States in which a step's work is already done (its outcome committed, or the operation ended).
 PAYMENT_DONE = frozenset(
     {
         Status.PAYMENT_COMPLETED,
@@ -72,10 +80,12 @@ PAYMENT_DONE = frozenset(
         Status.INVOICE_PENDING,
         Status.COMPLETED,
         Status.FAILED,
+        Status.PAYMENT_UNRESOLVED,
+        Status.INVOICE_FAILED,
     }
 )
-POST_PROCESSING_DONE = frozenset({Status.INVOICE_PENDING, Status.COMPLETED})
-INVOICE_DONE = frozenset({Status.COMPLETED})
+POST_PROCESSING_DONE = frozenset({Status.INVOICE_PENDING, Status.COMPLETED, Status.INVOICE_FAILED})
+INVOICE_DONE = frozenset({Status.COMPLETED, Status.INVOICE_FAILED})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,30 +99,47 @@ class StepRule:
 
 
 PAYMENT_STEP = StepRule(
-    (PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE),
+    (PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE, PAYMENT_REDRIVE_DUE, PAYMENT_RECONCILIATION_DUE),
     "payment step",
     PAYMENT_DONE,
-    frozenset({Status.PENDING, Status.PAYMENT_PROCESSING}),
+    frozenset({Status.PENDING, Status.PAYMENT_PROCESSING, Status.RECONCILING}),
 )
 POST_PROCESSING_STEP = StepRule(
-    (PAYMENT_COMPLETED,),
+    (PAYMENT_COMPLETED, POST_PROCESSING_REDRIVE_DUE),
     "post-processing",
     POST_PROCESSING_DONE,
     frozenset({Status.PAYMENT_COMPLETED, Status.POST_PROCESSING}),
 )
 INVOICE_STEP = StepRule(
-    (INVOICE_REQUESTED,), "invoice step", INVOICE_DONE, frozenset({Status.INVOICE_PENDING})
+    (INVOICE_REQUESTED, INVOICE_REDRIVE_DUE),
+    "invoice step",
+    INVOICE_DONE,
+    frozenset({Status.INVOICE_PENDING}),
 )
+# The sweeper's re-drive event of the step each non-terminal state waits on.
+REDRIVE_EVENT: dict[Status, str] = {
+    Status.PENDING: PAYMENT_REDRIVE_DUE,
+    Status.PAYMENT_PROCESSING: PAYMENT_REDRIVE_DUE,
+    Status.RECONCILING: PAYMENT_RECONCILIATION_DUE,
+    Status.PAYMENT_COMPLETED: POST_PROCESSING_REDRIVE_DUE,
+    Status.POST_PROCESSING: POST_PROCESSING_REDRIVE_DUE,
+    Status.INVOICE_PENDING: INVOICE_REDRIVE_DUE,
+}
 
 
-class StepDeps(Protocol):
-    """What the steps use (``payments.wiring.Wiring`` provides it; tests may pass their own): the
-    settings, the store, S3 and the claim-check bucket, the legacy system and the invoice API."""
+class LifecycleDeps(Protocol):
+    """What moving an operation through its lifecycle needs: the settings and the store."""
 
     @property
     def settings(self) -> Settings: ...
     @property
     def store(self) -> OperationStore: ...
+
+
+class StepDeps(LifecycleDeps, Protocol):
+    """What the steps use (``payments.wiring.Wiring`` provides it; tests may pass their own): the
+    lifecycle's, S3 and the claim-check bucket, the legacy system and the invoice API."""
+
     @property
     def s3(self) -> S3Client: ...
     @property
@@ -225,7 +252,7 @@ def _advance(
 ) -> Operation | None:
     """Apply one transition WITHOUT a marker (the step's work is still ahead). Returns the operation
     as it is now, or None if another delivery already finished the step."""
-    plan = plan_transition(operation, target)
+    plan = plan_step(deps.settings, operation, target)
     try:
         deps.store.apply(
             [deps.store.transition_write(plan, on_condition_failed=on_stale(plan, done | {target}))]
@@ -244,7 +271,9 @@ def _advance(
     )
 
 
-def _commit(deps: StepDeps, envelope: Envelope, writes: list[BusinessWrite], operation: Operation) -> None:
+def _commit(
+    deps: LifecycleDeps, envelope: Envelope, writes: list[BusinessWrite], operation: Operation
+) -> None:
     try:
         result = deps.store.commit_once(envelope, writes)
     except AlreadyApplied as exc:
@@ -297,6 +326,76 @@ def _event(
     )
 
 
+def plan_step(
+    settings: Settings,
+    operation: Operation,
+    target: Status,
+    *,
+    now: datetime | None = None,
+    error: OperationError | None = None,
+    **attributes: Any,
+) -> TransitionPlan:
+    """``plan_transition`` with the stage's lifecycle: a terminal state's retention (longer for the
+    unsuccessful ones), a non-terminal state's deadline."""
+    ttl = settings.failed_ttl_days if target in UNSUCCESSFUL else settings.terminal_ttl_days
+    return plan_transition(
+        operation, target, now=now, error=error, ttl_days=ttl, deadlines=settings.deadlines, **attributes
+    )
+
+
+def end_unsuccessfully(
+    deps: LifecycleDeps,
+    envelope: Envelope,
+    operation: Operation,
+    target: Status,
+    code: str,
+    message: str,
+    *,
+    now: datetime | None = None,
+    marker: bool = True,
+) -> None:
+    """Move the operation to an unsuccessful terminal state (FAILED, PAYMENT_UNRESOLVED,
+    INVOICE_FAILED) with the reason, and announce it (PaymentFailed lets orders release the stock;
+    the other two are facts for operators): transition + outbox row (+ the marker of ``envelope``)."""
+    event_type, label = {
+        Status.FAILED: (PAYMENT_FAILED, "payment-failed"),
+        Status.PAYMENT_UNRESOLVED: (PAYMENT_UNRESOLVED, "payment-unresolved"),
+        Status.INVOICE_FAILED: (INVOICE_FAILED, "invoice-failed"),
+    }[target]
+    plan = plan_step(deps.settings, operation, target, now=now, error=OperationError(code, message))
+    payload: dict[str, Any] = {"code": code, "reason": message}
+    if operation.payment_ref:
+        payload["paymentRef"] = operation.payment_ref
+    ended = _event(event_type, operation, envelope, label, payload=payload)
+    done = PAYMENT_DONE if target is not Status.INVOICE_FAILED else INVOICE_DONE | POST_PROCESSING_DONE
+    writes = [
+        deps.store.transition_write(plan, on_condition_failed=on_stale(plan, done)),
+        deps.store.outbox_write(operation.operation_id, ended),
+    ]
+    if marker:
+        _commit(deps, envelope, writes, operation)
+    else:
+        deps.store.apply(writes)
+    record_metric(_ENDING_METRIC[target], event_type=envelope.event_type)
+    logger().warning(
+        "operation ended unsuccessfully",
+        extra={
+            "operation_id": operation.operation_id,
+            "status": str(target),
+            "code": code,
+            "reason": message,
+        },
+    )
+
+
+# One kernel metric per unsuccessful ending; the stack alarms on the two that need a human.
+_ENDING_METRIC = {
+    Status.FAILED: "PaymentFailed",
+    Status.PAYMENT_UNRESOLVED: "PaymentUnresolved",
+    Status.INVOICE_FAILED: "InvoiceFailed",
+}
+
+
 def _fail(
     deps: StepDeps,
     envelope: Envelope,
@@ -306,18 +405,36 @@ def _fail(
     *,
     now: datetime | None = None,
 ) -> None:
-    plan = plan_transition(
-        operation,
-        Status.FAILED,
-        error=OperationError(code, message),
-        ttl_days=deps.settings.failed_ttl_days,
-        now=now,
-    )
-    failed = _event(
-        PAYMENT_FAILED, operation, envelope, "payment-failed", payload={"code": code, "reason": message}
-    )
-    _commit_step(deps, envelope, operation, plan, failed, done=PAYMENT_DONE)
-    logger().warning("payment failed", extra={"operation_id": operation.operation_id, "code": code})
+    end_unsuccessfully(deps, envelope, operation, Status.FAILED, code, message, now=now)
+
+
+def _retry_later(
+    deps: StepDeps, ctx: RecordContext, operation: Operation, error: TransientError
+) -> RetryBudgetSpent | None:
+    """A transient failure of the step's partner: record on the operation when the kernel will try
+    again (so the sweeper leaves it alone) and let the error go on to the kernel, which re-sends the
+    message with that very delay. Returns the RetryBudgetSpent instead when the step's time budget
+    is over (the caller decides the ending)."""
+    try:
+        plan = ctx.plan_retry(error)
+    except RetryBudgetSpent as spent:
+        return spent
+    deadline = plan.next_attempt_at + timedelta(seconds=deps.settings.silence_seconds)
+    try:
+        deps.store.apply(
+            [
+                deps.store.retry_write(
+                    operation,
+                    next_attempt_at=plan.next_attempt_at,
+                    deadline=deadline,
+                    error=str(error),
+                    on_condition_failed=lambda _old: AlreadyApplied("the operation moved on"),
+                )
+            ]
+        )
+    except AlreadyApplied:
+        pass  # moved on meanwhile: the retry will see where it is
+    return None
 
 
 def result_path(operation_id: str) -> str:
@@ -359,13 +476,19 @@ def process_payment(
     *,
     now: datetime | None = None,
 ) -> None:
-    """PaymentRequested / PaymentStatusCheckDue -> call the legacy system -> PAYMENT_COMPLETED, FAILED,
-    or a delayed status check."""
+    """The payment step. PENDING / PAYMENT_PROCESSING: submit to the legacy system (create-or-get under
+    ``{operationId}:payment``) -> PAYMENT_COMPLETED, FAILED (rejected), a delayed status check, a
+    retry within the step's time budget, or RECONCILING when the outcome is unknown. RECONCILING:
+    ask the legacy system by the key -> PAYMENT_COMPLETED, FAILED (nothing charged), another check,
+    or PAYMENT_UNRESOLVED once the reconciliation budget is spent."""
     operation_id = operation.operation_id
 
     # Read (and verify) the claim check BEFORE changing state: a tampered request is parked while
     # the operation still shows where it stopped.
     request = get_json(operation.request_ref, s3_client=deps.s3)
+    if operation.status is Status.RECONCILING:
+        _reconcile(envelope, ctx, deps, operation, request, now=now)
+        return
     if operation.status is Status.PENDING:
         advanced = _advance(deps, operation, Status.PAYMENT_PROCESSING, PAYMENT_DONE)
         if advanced is None:
@@ -373,31 +496,25 @@ def process_payment(
             return
         operation = advanced
 
-    # The call may take long: keep the message invisible meanwhile, so no second consumer starts it.
-    with ctx.heartbeat():
-        outcome = deps.legacy.submit(
-            legacy_request(operation, request), idempotency_key=payment_key(operation_id)
-        )
+    try:
+        # The call may take long: keep the message invisible meanwhile, so no second consumer starts it.
+        with ctx.heartbeat():
+            outcome = deps.legacy.submit(
+                legacy_request(operation, request), idempotency_key=payment_key(operation_id)
+            )
+    except OutcomeUnknown as exc:
+        # The request may have reached the legacy system and charged: never retry blind, ask.
+        _start_reconciling(envelope, ctx, deps, operation, "PaymentOutcomeUnknown", str(exc), now=now)
+        return
+    except TransientError as exc:
+        spent = _retry_later(deps, ctx, operation, exc)
+        if spent is None:
+            raise
+        _start_reconciling(envelope, ctx, deps, operation, "PaymentRetryBudgetSpent", str(spent), now=now)
+        return
 
     if outcome.status is LegacyStatus.COMPLETED:
-        result = {**outcome.document, "operationId": operation_id}
-        result_ref = put_json(result, bucket=deps.bucket, key=result_path(operation_id), s3_client=deps.s3)
-        plan = plan_transition(
-            operation,
-            Status.PAYMENT_COMPLETED,
-            now=now,
-            payment_ref=outcome.payment_ref,
-            result_ref=result_ref,
-        )
-        completed = _event(
-            PAYMENT_COMPLETED,
-            operation,
-            envelope,
-            "payment-completed",
-            claim_check=result_ref,
-            ids={"paymentRef": outcome.payment_ref} if outcome.payment_ref else None,
-        )
-        _commit_step(deps, envelope, operation, plan, completed, done=PAYMENT_DONE)
+        _payment_completed(deps, envelope, operation, outcome, now=now)
         return
 
     if outcome.status is LegacyStatus.REJECTED:
@@ -414,29 +531,71 @@ def process_payment(
     _schedule_check(envelope, ctx, deps, operation, now=now)
 
 
+def _payment_completed(
+    deps: StepDeps, envelope: Envelope, operation: Operation, outcome: LegacyOutcome, *, now: datetime | None
+) -> None:
+    operation_id = operation.operation_id
+    result = {**outcome.document, "operationId": operation_id}
+    result_ref = put_json(result, bucket=deps.bucket, key=result_path(operation_id), s3_client=deps.s3)
+    plan = plan_step(
+        deps.settings,
+        operation,
+        Status.PAYMENT_COMPLETED,
+        now=now,
+        payment_ref=outcome.payment_ref,
+        result_ref=result_ref,
+    )
+    completed = _event(
+        PAYMENT_COMPLETED,
+        operation,
+        envelope,
+        "payment-completed",
+        claim_check=result_ref,
+        ids={"paymentRef": outcome.payment_ref} if outcome.payment_ref else None,
+    )
+    _commit_step(deps, envelope, operation, plan, completed, done=PAYMENT_DONE)
+
+
+def _send_to_self(ctx: RecordContext, event: Envelope, delay: int) -> None:
+    # Sent BEFORE the marker commits: a crash in between re-sends the same event (same eventId, so the
+    # copy is acknowledged without effect), whereas the other order could lose the chain.
+    ctx.sqs_client.send_message(
+        QueueUrl=ctx.queue_url,
+        MessageBody=event.to_json(),
+        DelaySeconds=delay,
+        MessageAttributes={"eventType": {"DataType": "String", "StringValue": event.event_type}},
+    )
+
+
+def _check_delay(deps: StepDeps, attempt: int) -> int:
+    delay = backoff_delay(
+        attempt, base=float(deps.settings.payment_check_base_delay_seconds), cap=float(MAX_SQS_DELAY_SECONDS)
+    )
+    return min(delay, MAX_SQS_DELAY_SECONDS)
+
+
 def _schedule_check(
     envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation, *, now: datetime | None
 ) -> None:
-    """ "Accepted, still processing": look again later with a delayed message, not a 15-minute wait."""
+    """ "Accepted, still processing": look again later with a delayed message, not a 15-minute wait.
+    Past the maximum age of a pending payment the outcome counts as unknown: RECONCILING."""
     moment = now or datetime.now(UTC)
     accepted_at = parse_iso(operation.payment_accepted_at) if operation.payment_accepted_at else moment
     age = (moment - accepted_at).total_seconds()
     if age > deps.settings.payment_max_age_seconds:
-        _fail(
-            deps,
+        _start_reconciling(
             envelope,
+            ctx,
+            deps,
             operation,
-            "PaymentTimedOut",
+            "PaymentStillProcessing",
             f"the legacy payment system was still processing {int(age)} s after accepting the payment "
-            f"(maximum {deps.settings.payment_max_age_seconds} s); reconcile with the legacy system",
+            f"(maximum {deps.settings.payment_max_age_seconds} s)",
             now=now,
         )
         return
     attempt = _attempt(envelope) + 1
-    delay = backoff_delay(
-        attempt, base=float(deps.settings.payment_check_base_delay_seconds), cap=float(MAX_SQS_DELAY_SECONDS)
-    )
-    delay = min(delay, MAX_SQS_DELAY_SECONDS)
+    delay = _check_delay(deps, attempt)
     check = _event(
         PAYMENT_STATUS_CHECK_DUE,
         operation,
@@ -444,20 +603,18 @@ def _schedule_check(
         f"payment-check-{attempt}",
         payload={"attempt": attempt},
     )
-    # Sent BEFORE the marker commits: a crash in between re-sends the same check (same eventId, so
-    # the copy is acknowledged without effect), whereas the other order could lose the check chain.
-    ctx.sqs_client.send_message(
-        QueueUrl=ctx.queue_url,
-        MessageBody=check.to_json(),
-        DelaySeconds=delay,
-        MessageAttributes={"eventType": {"DataType": "String", "StringValue": PAYMENT_STATUS_CHECK_DUE}},
-    )
+    _send_to_self(ctx, check, delay)
+    next_at = moment + timedelta(seconds=delay)
     _commit(
         deps,
         envelope,
         [
             deps.store.payment_accepted_write(
-                operation.operation_id, now_iso(accepted_at), on_condition_failed=_accepted_stale(operation)
+                operation.operation_id,
+                now_iso(accepted_at),
+                next_attempt_at=next_at,
+                deadline=next_at + timedelta(seconds=deps.settings.silence_seconds),
+                on_condition_failed=_accepted_stale(operation),
             )
         ],
         operation,
@@ -468,24 +625,153 @@ def _schedule_check(
     )
 
 
+def _reconciliation_check(
+    ctx: RecordContext, deps: StepDeps, operation: Operation, cause: Envelope, attempt: int
+) -> tuple[int, datetime]:
+    """Send the ``attempt``-th delayed PaymentReconciliationDue; returns (delay, when)."""
+    # Never sooner than the legacy client's timeout: a call that timed out has landed by then.
+    delay = max(_check_delay(deps, attempt), min(int(deps.settings.legacy_timeout_seconds) + 1, 900))
+    check = _event(
+        PAYMENT_RECONCILIATION_DUE,
+        operation,
+        cause,
+        f"reconciliation-{attempt}",
+        payload={"attempt": attempt},
+    )
+    _send_to_self(ctx, check, delay)
+    return delay, datetime.now(UTC) + timedelta(seconds=delay)
+
+
+def _start_reconciling(
+    envelope: Envelope,
+    ctx: RecordContext,
+    deps: StepDeps,
+    operation: Operation,
+    code: str,
+    reason: str,
+    *,
+    now: datetime | None,
+) -> None:
+    """The payment's outcome is unknown: RECONCILING, and the first reconciliation check scheduled.
+    The operation is never FAILED on an unknown outcome -- money may have moved."""
+    if operation.status is Status.RECONCILING:
+        return
+    _, next_at = _reconciliation_check(ctx, deps, operation, envelope, 1)
+    plan = plan_step(
+        deps.settings,
+        operation,
+        Status.RECONCILING,
+        now=now,
+        reconcile_reason=f"{code}: {reason}",
+        next_attempt_at=next_at,
+        deadline_at=next_at + timedelta(seconds=deps.settings.silence_seconds),
+    )
+    _commit(
+        deps,
+        envelope,
+        [deps.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE))],
+        operation,
+    )
+    record_metric("PaymentReconciling", event_type=envelope.event_type)
+    logger().warning(
+        "payment outcome unknown; reconciling",
+        extra={"operation_id": operation.operation_id, "code": code, "reason": reason},
+    )
+
+
+def _reconcile(
+    envelope: Envelope,
+    ctx: RecordContext,
+    deps: StepDeps,
+    operation: Operation,
+    request: Mapping[str, Any],
+    *,
+    now: datetime | None,
+) -> None:
+    """Ask the legacy system what happened under ``{operationId}:payment`` -- a read, never a charge."""
+    key = payment_key(operation.operation_id)
+    unknown: str
+    try:
+        with ctx.heartbeat():
+            found = deps.legacy.lookup(key)
+    except TransientError as exc:
+        found, unknown = None, f"the legacy lookup failed ({exc})"
+    else:
+        if found is None:
+            _fail(
+                deps,
+                envelope,
+                operation,
+                "PaymentNotCharged",
+                f"the legacy payment system has no payment under key {key}: nothing was charged. "
+                "The client may request the payment again.",
+                now=now,
+            )
+            return
+        if found.status is LegacyStatus.COMPLETED:
+            _payment_completed(deps, envelope, operation, found, now=now)
+            return
+        if found.status is LegacyStatus.REJECTED:
+            _fail(deps, envelope, operation, "PaymentRejected", found.reason or "rejected", now=now)
+            return
+        unknown = "the legacy payment system still reports PROCESSING"
+    moment = now or datetime.now(UTC)
+    spent = (moment - operation.since).total_seconds()
+    if spent >= deps.settings.reconcile_budget_seconds:
+        end_unsuccessfully(
+            deps,
+            envelope,
+            operation,
+            Status.PAYMENT_UNRESOLVED,
+            "PaymentUnresolved",
+            f"reconciliation of key {key} found no outcome in {int(spent)} s (budget "
+            f"{deps.settings.reconcile_budget_seconds} s): {unknown}. Reconcile by hand with the legacy "
+            "system; nothing was retried or refunded.",
+            now=now,
+        )
+        return
+    attempt = _attempt(envelope) + 1
+    delay, next_at = _reconciliation_check(ctx, deps, operation, envelope, attempt)
+    _commit(
+        deps,
+        envelope,
+        [
+            deps.store.retry_write(
+                operation,
+                next_attempt_at=next_at,
+                deadline=next_at + timedelta(seconds=deps.settings.silence_seconds),
+                error=unknown,
+                on_condition_failed=_accepted_stale(operation, Status.RECONCILING),
+            )
+        ],
+        operation,
+    )
+    logger().info(
+        "payment still unknown; reconciliation check scheduled",
+        extra={"operation_id": operation.operation_id, "attempt": attempt, "delay_seconds": delay},
+    )
+
+
 def _attempt(envelope: Envelope) -> int:
-    """Which status check this delivery is (0 for the PaymentRequested itself)."""
-    if envelope.event_type != PAYMENT_STATUS_CHECK_DUE:
+    """Which check of a chain this delivery is (0 for any event that does not start from a chain)."""
+    if envelope.event_type not in (PAYMENT_STATUS_CHECK_DUE, PAYMENT_RECONCILIATION_DUE):
         return 0
     value = (envelope.payload or {}).get("attempt")
     if not isinstance(value, int) or value < 1:
         raise InvalidInput(
-            f"event {envelope.event_id} (PaymentStatusCheckDue) has no positive integer 'attempt'"
+            f"event {envelope.event_id} ({envelope.event_type}) has no positive integer 'attempt'"
         )
     return value
 
 
-def _accepted_stale(operation: Operation) -> Callable[[Mapping[str, Any] | None], Exception]:
+def _accepted_stale(
+    operation: Operation, expected: Status = Status.PAYMENT_PROCESSING
+) -> Callable[[Mapping[str, Any] | None], Exception]:
     def explain(old: Mapping[str, Any] | None) -> Exception:
         status, _ = status_of(old)
         if status is not None and status in PAYMENT_DONE:
             return AlreadyApplied(f"operation {operation.operation_id} is already {status}")
-        return IllegalTransition(f"operation {operation.operation_id} is {status}, not PAYMENT_PROCESSING")
+        return IllegalTransition(f"operation {operation.operation_id} is {status}, not {expected}")
 
     return explain
 
@@ -537,7 +823,7 @@ def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operati
         key=invoice_input_path(operation_id),
         s3_client=deps.s3,
     )
-    plan = plan_transition(operation, Status.INVOICE_PENDING, invoice_input_ref=ref)
+    plan = plan_step(deps.settings, operation, Status.INVOICE_PENDING, invoice_input_ref=ref)
     requested = _event(INVOICE_REQUESTED, operation, envelope, "invoice-requested", claim_check=ref)
     _commit_step(deps, envelope, operation, plan, requested, done=POST_PROCESSING_DONE)
 
@@ -557,18 +843,37 @@ def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operat
             f"event {envelope.event_id} (InvoiceRequested) carries no invoice-input claim check"
         )
     document = get_json(ref, s3_client=deps.s3)
-    issued = run_once(
-        "invoice",
-        downstream_key=invoice_key(operation_id),
-        payload=document,
-        call=lambda key: deps.invoices.issue(document, idempotency_key=key),
-        table_name=deps.store.idempotency_table,
-        ddb_client=deps.store.ddb,
-    )
+    charged = f"payment {operation.payment_ref} was charged and is not refunded"
+    try:
+        issued = run_once(
+            "invoice",
+            downstream_key=invoice_key(operation_id),
+            payload=document,
+            call=lambda key: deps.invoices.issue(document, idempotency_key=key),
+            table_name=deps.store.idempotency_table,
+            ddb_client=deps.store.ddb,
+        )
+    except InvoiceRefused as refused:
+        # Partial success, said so: charged, invoice refused for good.
+        end_unsuccessfully(
+            deps,
+            envelope,
+            operation,
+            Status.INVOICE_FAILED,
+            "InvoiceRefused",
+            f"the invoice API refused the invoice: {refused.reason}; {charged}",
+        )
+        return
+    except TransientError as exc:
+        spent = _retry_later(deps, ctx, operation, exc)
+        if spent is None:
+            raise
+        end_unsuccessfully(
+            deps, envelope, operation, Status.INVOICE_FAILED, "InvoiceRetryBudgetSpent", f"{spent}; {charged}"
+        )
+        return
     invoice_id = str(issued["invoiceId"])
-    plan = plan_transition(
-        operation, Status.COMPLETED, ttl_days=deps.settings.terminal_ttl_days, invoice_id=invoice_id
-    )
+    plan = plan_step(deps.settings, operation, Status.COMPLETED, invoice_id=invoice_id)
     completed = _event(
         OPERATION_COMPLETED,
         operation,

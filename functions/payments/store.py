@@ -11,14 +11,20 @@ Idempotency table (``IDEMPOTENCY_TABLE``; pk ``id``, TTL ``expiresAt``), shared 
 processed-event markers and Powertools idempotency records:
 
 * a client Idempotency-Key: ``id = request-key#<key>`` -> operationId and the request's sha256.
+
+Deadline index (``relay.deadlines``, GSI ``by-deadline`` of the operations table): a non-terminal
+operation and an unpublished outbox row carry ``deadlineShard``/``deadlineAt``; the sweeper queries
+it for what is overdue. Entering a terminal state removes them, so the index holds only open work.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from payments.operations import Operation, OperationError, Status, Step, TransitionPlan
+from payments.operations import Operation, OperationError, Status, Step, TransitionPlan, now_iso
+from relay import deadlines
 from relay.entity_store import EntityStore
 from relay.envelope import ClaimCheckRef, Envelope
 from relay.expressions import Condition, Update
@@ -46,7 +52,14 @@ _ATTRIBUTES = {
     "invoice_id": "invoiceId",
     "expires_at": "expiresAt",
     "error": "error",
+    "state_since": "stateSince",
+    "next_attempt_at": "nextAttemptAt",
+    "reconcile_reason": "reconcileReason",
 }
+# Cleared by every transition: they describe the retries of the state that is left.
+_RETRY_ATTRIBUTES = ("nextAttemptAt", "lastError")
+# How long an outbox row may stay unpublished before the sweeper re-publishes it.
+OUTBOX_PUBLISH_GRACE = timedelta(minutes=5)
 
 
 def operation_key(operation_id: str) -> dict[str, str]:
@@ -73,6 +86,8 @@ def _ref_from_item(value: Any) -> ClaimCheckRef | None:
 
 
 def _to_attribute(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return now_iso(value)
     if isinstance(value, ClaimCheckRef):
         return _ref_to_item(value)
     if isinstance(value, OperationError):
@@ -105,6 +120,14 @@ def operation_from_item(item: Mapping[str, Any]) -> Operation:
         invoice_input_ref=_ref_from_item(item.get("invoiceInputRef")),
         invoice_id=str(item["invoiceId"]) if item.get("invoiceId") else None,
         expires_at=int(item["expiresAt"]) if item.get("expiresAt") is not None else None,
+        state_since=str(item["stateSince"]) if item.get("stateSince") else None,
+        next_attempt_at=str(item["nextAttemptAt"]) if item.get("nextAttemptAt") else None,
+        attempts=int(item.get("attempts") or 0),
+        last_error=str(item["lastError"]) if item.get("lastError") else None,
+        redrives=int(item.get("redrives") or 0),
+        deadline_at=int(item[deadlines.AT_ATTRIBUTE])
+        if item.get(deadlines.AT_ATTRIBUTE) is not None
+        else None,
     )
 
 
@@ -115,7 +138,9 @@ class OperationStore(EntityStore):
     ID_ATTRIBUTE = "operationId"
     NEW_ONE = "a new payment"
 
-    def __init__(self, *, operations_table: str, idempotency_table: str, ddb_client: DynamoDBClient) -> None:
+    def __init__(
+        self, *, operations_table: str, idempotency_table: str | None, ddb_client: DynamoDBClient
+    ) -> None:
         super().__init__(
             table_name=operations_table, idempotency_table=idempotency_table, ddb_client=ddb_client
         )
@@ -128,9 +153,12 @@ class OperationStore(EntityStore):
 
     # writes --------------------------------------------------------------------------------------
 
-    def create_operation(self, operation: Operation, event: Envelope, *, bind: Binding) -> None:
-        """ONE transaction: the PENDING operation, its ``PaymentRequested`` outbox row and, with a
-        client Idempotency-Key, the key binding (``relay.request_keys``)."""
+    def create_operation(
+        self, operation: Operation, event: Envelope, *, bind: Binding, deadline: datetime
+    ) -> None:
+        """ONE transaction: the PENDING operation (in the deadline index until ``deadline``), its
+        ``PaymentRequested`` outbox row and, with a client Idempotency-Key, the key binding
+        (``relay.request_keys``)."""
         item = {
             **operation_key(operation.operation_id),
             "kind": OPERATION_KIND,
@@ -143,6 +171,8 @@ class OperationStore(EntityStore):
             "createdAt": operation.created_at,
             "updatedAt": operation.updated_at,
             "steps": [s.entry() for s in operation.steps],
+            "stateSince": operation.created_at,
+            **deadlines.deadline_attributes(operation.operation_id, deadline),
         }
         if operation.order_id:
             item["orderId"] = operation.order_id
@@ -154,32 +184,104 @@ class OperationStore(EntityStore):
             ]
         )
 
-    def outbox_write(self, operation_id: str, event: Envelope) -> BusinessWrite:
-        return self.outbox_row(event, outbox_key(operation_id, event))
+    def outbox_write(self, operation_id: str, event: Envelope, *, sk_suffix: str = "") -> BusinessWrite:
+        """The outbox row of ``event`` (re-published by the sweeper if still unpublished after
+        ``OUTBOX_PUBLISH_GRACE``). ``sk_suffix`` distinguishes a second row of the same event."""
+        key = outbox_key(operation_id, event)
+        key["sk"] += sk_suffix
+        return self.outbox_row(event, key, publish_by=datetime.now(UTC) + OUTBOX_PUBLISH_GRACE)
 
     def transition_write(
         self, plan: TransitionPlan, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
-        """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``)."""
+        """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``):
+        the retry fields of the state left are cleared; a terminal state leaves the deadline index."""
+        attributes = dict(plan.set_attributes)
+        deadline = attributes.pop("deadline_at", None)
+        stored = {_ATTRIBUTES[name]: _to_attribute(value) for name, value in attributes.items()}
+        stored["attempts"] = 0
+        remove = set(_RETRY_ATTRIBUTES) - set(stored)
+        if isinstance(deadline, datetime):
+            stored.update(deadlines.deadline_attributes(plan.entity_id, deadline))
+        if plan.target.terminal:
+            remove |= set(deadlines.ATTRIBUTES)
         return transition_write(
             self.table_name,
             operation_key(plan.entity_id),
             plan,
             history_attribute="steps",
-            attributes={
-                _ATTRIBUTES[name]: _to_attribute(value) for name, value in plan.set_attributes.items()
-            },
+            attributes=stored,
+            remove=remove,
             on_condition_failed=on_condition_failed,
         )
 
+    def retry_write(
+        self,
+        operation: Operation,
+        *,
+        next_attempt_at: datetime,
+        deadline: datetime,
+        error: str,
+        on_condition_failed: OnConditionFailed,
+    ) -> BusinessWrite:
+        """Record that the current step will try again at ``next_attempt_at`` (its deadline moves to
+        ``deadline``, so the sweeper leaves a step that is merely waiting alone). Not a transition:
+        the version stays, only the state is required to be unchanged."""
+        return (
+            Update()
+            .set("nextAttemptAt", now_iso(next_attempt_at))
+            .set("lastError", error[:500])
+            .add("attempts", 1)
+            # Never reset (attempts is, per state): how often this operation waited for a partner.
+            .add("retries", 1)
+            .set(deadlines.AT_ATTRIBUTE, deadlines.epoch(deadline))
+            .write(
+                self.table_name,
+                operation_key(operation.operation_id),
+                condition=Condition().equals(status=str(operation.status)),
+                on_condition_failed=on_condition_failed,
+            )
+        )
+
+    def redrive_write(
+        self, operation: Operation, *, deadline: datetime, on_condition_failed: OnConditionFailed
+    ) -> BusinessWrite:
+        """The sweeper re-drove the step: count it and move the deadline -- only if nothing happened
+        to the operation since it was read (same state, version and deadline)."""
+        return (
+            Update()
+            .add("redrives", 1)
+            .set("lastRedriveAt", now_iso(datetime.now(UTC)))
+            .set(deadlines.AT_ATTRIBUTE, deadlines.epoch(deadline))
+            .write(
+                self.table_name,
+                operation_key(operation.operation_id),
+                condition=Condition().equals(
+                    status=str(operation.status),
+                    version=operation.version,
+                    **{deadlines.AT_ATTRIBUTE: operation.deadline_at},
+                ),
+                on_condition_failed=on_condition_failed,
+            )
+        )
+
     def payment_accepted_write(
-        self, operation_id: str, at: str, *, on_condition_failed: OnConditionFailed
+        self,
+        operation_id: str,
+        at: str,
+        *,
+        next_attempt_at: datetime,
+        deadline: datetime,
+        on_condition_failed: OnConditionFailed,
     ) -> BusinessWrite:
         """Record (once) when the legacy system first answered "accepted, still processing": the
-        maximum age of a pending payment counts from there, not from a legacy outage before it."""
+        maximum age of a pending payment counts from there, not from a legacy outage before it. The
+        next status check's time moves the deadline, as for any retry (``retry_write``)."""
         return (
             Update()
             .set_if_absent("paymentAcceptedAt", at)
+            .set("nextAttemptAt", now_iso(next_attempt_at))
+            .set(deadlines.AT_ATTRIBUTE, deadlines.epoch(deadline))
             .write(
                 self.table_name,
                 operation_key(operation_id),

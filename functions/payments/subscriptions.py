@@ -16,12 +16,28 @@ from typing import Final
 
 PAYMENT_REQUESTED: Final = "PaymentRequested"
 PAYMENT_STATUS_CHECK_DUE: Final = "PaymentStatusCheckDue"  # sent by the payment worker to itself, no SNS
+# Asks the legacy system by the payment's key: sent by the worker to itself (its chain of checks), or
+# published through the outbox when the sweeper finds a payment step past its budget.
+PAYMENT_RECONCILIATION_DUE: Final = "PaymentReconciliationDue"
 PAYMENT_COMPLETED: Final = "PaymentCompleted"
 PAYMENT_FAILED: Final = "PaymentFailed"
+PAYMENT_UNRESOLVED: Final = "PaymentUnresolved"
 INVOICE_REQUESTED: Final = "InvoiceRequested"
+INVOICE_FAILED: Final = "InvoiceFailed"
 OPERATION_COMPLETED: Final = "OperationCompleted"
+# The sweeper's re-drive of a step whose message is gone (parked, expired, deleted): one type per
+# step so that it reaches that step's queue only, never another service's subscription.
+PAYMENT_REDRIVE_DUE: Final = "PaymentRedriveDue"
+POST_PROCESSING_REDRIVE_DUE: Final = "PostProcessingRedriveDue"
+INVOICE_REDRIVE_DUE: Final = "InvoiceRedriveDue"
 
-PAYMENT_REQUESTS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_REQUESTED]}
-POST_PROCESSING_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_COMPLETED]}
-INVOICE_REQUESTS_FILTER: Final[dict[str, list[str]]] = {"eventType": [INVOICE_REQUESTED]}
+PAYMENT_REQUESTS_FILTER: Final[dict[str, list[str]]] = {
+    "eventType": [PAYMENT_REQUESTED, PAYMENT_REDRIVE_DUE, PAYMENT_RECONCILIATION_DUE]
+}
+POST_PROCESSING_FILTER: Final[dict[str, list[str]]] = {
+    "eventType": [PAYMENT_COMPLETED, POST_PROCESSING_REDRIVE_DUE]
+}
+INVOICE_REQUESTS_FILTER: Final[dict[str, list[str]]] = {"eventType": [INVOICE_REQUESTED, INVOICE_REDRIVE_DUE]}
+# The sweeper's schedule puts this (an envelope) on the sweeps queue.
+SWEEP_DUE: Final = "SweepDue"
 RAW_DELIVERY: Final = False

@@ -25,7 +25,8 @@ class Wiring(AwsClients):
     def store(self) -> OperationStore:
         return OperationStore(
             operations_table=self.settings.require("operations_table"),
-            idempotency_table=self.settings.require("idempotency_table"),
+            # None for the sweeper, which never dedupes (its writes are conditional on what it read).
+            idempotency_table=self.settings.idempotency_table,
             ddb_client=self.ddb,
         )
 

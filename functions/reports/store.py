@@ -6,8 +6,9 @@ per report:
     pk = REPORT#<reportId>, sk = VERIFICATION, kind = verification,
     reportId, agentId, status (VERIFIED | MISMATCH | UNREACHABLE), expectedSha256, actualSha256
     (absent when the report could not be read), url, checkedAt (ISO-8601 UTC, millisecond
-    precision, so the strings sort in time order), attempts (SQS receive count), eventId,
-    occurredAt (when the report was generated).
+    precision, so the strings sort in time order), attempts (deliveries of the event, counted across
+    the consumer's retry chain: ``reports.verification.delivery_attempts``), eventId, occurredAt (when
+    the report was generated).
 
 No ``expiresAt``: a verification is the evidence an agent's score is computed from, so it is kept.
 

@@ -9,8 +9,10 @@ public report API, hashes the body and records ONE outcome per report:
   the evidence), counted as ``VerificationMismatch`` (the alarm watches that metric) and the message
   is acknowledged -- parking it would only hide the evidence in a DLQ and invite a pointless redrive;
 * 404/410, report younger than ``VERIFY_MAX_AGE_SECONDS`` (from the envelope's ``occurredAt``) ->
-  ReportNotVisibleYet, transient: the kernel backs the message off and it is read again later
-  (publication and CDN propagation lag);
+  ReportNotVisibleYet, transient: the kernel schedules a retry (a delayed copy of the message, see
+  ``relay.retry``) and the report is read again later (publication and CDN propagation lag). The age
+  is measured from ``occurredAt`` because the envelope is the one thing every copy carries unchanged;
+  a copy's SQS timestamps (sent, first receive) start again on each re-send;
 * 404/410 at or past that age -> ``UNREACHABLE`` recorded;
 * 429/5xx/timeouts/connection errors -> transient; other 4xx and 3xx -> permanent (parked with the
   reason).
@@ -75,6 +77,17 @@ class _Recorded(Exception):
 def iso(moment: datetime) -> str:
     """ISO-8601 UTC with milliseconds and ``Z``: fixed width, so the strings sort in time order."""
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def delivery_attempts(ctx: RecordContext) -> int:
+    """Which delivery of the report's ReportGenerated this is, counted across the retry chain.
+
+    A transient failure is retried with a delayed copy of the message (``relay.retry``): each copy is a
+    new SQS message whose ApproximateReceiveCount starts at 1 again, so the receive count alone would
+    record ``attempts=1`` for a report read on its third try. ``relay.attempt`` (the copy's place in
+    the chain) plus this copy's receives counts every earlier copy once and this one fully.
+    """
+    return ctx.retry_attempt + ctx.receive_count
 
 
 def report_url(base_url: str, report_id: str, url: str | None) -> str:
@@ -166,7 +179,7 @@ def verify_report(
             actual_sha256=digest.sha256,
             url=url,
             checked_at=iso(moment),
-            attempts=ctx.receive_count,
+            attempts=delivery_attempts(ctx),
             event_id=envelope.event_id,
             occurred_at=iso(envelope.occurred_at),
         )

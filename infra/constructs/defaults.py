@@ -29,6 +29,14 @@ SQS_MAX_VISIBILITY_SECONDS: Final = 43_200
 SQS_MAX_RETENTION_DAYS: Final = 14
 # SQS: a FIFO event source takes at most 10 messages per batch, and no batching window.
 FIFO_MAX_BATCH_SIZE: Final = 10
+# Relay rule: a retry budget (how long the kernel re-sends a transiently failing message with a delay,
+# `relay.retry`) of less than a minute parks healthy messages on a blip, as a low maxReceiveCount would.
+MIN_RETRY_BUDGET_SECONDS: Final = 60
+# Relay rule: the budget stays under the consumed queue's retention (QueueConsumer checks that), and
+# retention is at most SQS_MAX_RETENTION_DAYS (14). When a re-send is refused the kernel retries the
+# message in place, where it ages: it must outlive its budget and still be received and parked. 12 days
+# leave two days for a backlog to drain to it.
+MAX_RETRY_BUDGET_SECONDS: Final = 12 * 86_400
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,10 @@ class ConsumerDefaults:
     batching_window_seconds: int = 1
     # Caps how hard one consumer can hit its dependencies (and the account's concurrency) in a backlog.
     max_concurrency: int = 5
+    # Transient failures are retried for an hour (delayed re-sends, at most 15 min apart), then parked
+    # with the reason: long enough for a deploy, a failover or a partner's restart; a longer outage is an
+    # incident, and its messages wait in the DLQ to be redriven once it is over.
+    retry_budget_seconds: int = 3600
     # A month of logs to investigate an incident; older evidence lives in metrics and the parked ledger.
     log_retention_days: int = 30
     # Powertools log level: INFO logs each step; DEBUG is for a stage someone is investigating.

@@ -8,8 +8,15 @@ Defaults it owns (each has one infra test named after it):
 - the queue's visibility timeout is raised to at least `VISIBILITY_FACTOR` (6) × the function timeout (AWS
   guidance: a batch that is retried by Lambda's poller must not become visible again while a previous
   attempt still runs);
+- transient failures are retried for a TIME budget, not a number of receives: on a standard queue the
+  kernel re-sends a failed message to its own queue with a delay (`relay.retry`) until
+  `retry_budget` (default: the stage's `consumers.retry_budget_seconds`, 1 hour) is spent, then parks
+  it with the reason; the budget is refused at synth unless it is shorter than the queue's retention
+  (a message retried in place, when a re-send is refused, must not expire before it is parked).
+  FIFO queues cannot delay one message, so their consumers retry in place until `maxReceiveCount`;
 - everything a `RelayFunction` owns (runtime, layers, log group, own role);
-- least privilege: consuming its own queue and sending to its own DLQ (parking) only.
+- least privilege: consuming its own queue, sending to it (the retry copies; standard queues only), and
+  sending to its own DLQ (parking) only.
 Its errors alarm is `ServiceMonitoring`'s, given this consumer by the stack.
 """
 
@@ -19,10 +26,18 @@ from aws_cdk import Duration
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
-from infra.constructs.defaults import FIFO_MAX_BATCH_SIZE, VISIBILITY_FACTOR
+from infra.constructs.defaults import (
+    FIFO_MAX_BATCH_SIZE,
+    MAX_RETRY_BUDGET_SECONDS,
+    MIN_RETRY_BUDGET_SECONDS,
+    VISIBILITY_FACTOR,
+)
 from infra.constructs.function import FunctionSettings, RelayFunction
 from infra.constructs.reliable_queue import ReliableQueue
 from relay import consumer_env
+
+# What SQS keeps a message for when a queue does not say (ReliableQueue always does).
+SQS_DEFAULT_RETENTION_SECONDS = 4 * 86_400
 
 
 class QueueConsumer(RelayFunction):
@@ -42,6 +57,7 @@ class QueueConsumer(RelayFunction):
         memory_mb: int | None = None,
         batch_size: int | None = None,
         backoff_base_seconds: int | None = None,
+        retry_budget: Duration | None = None,
         description: str | None = None,
     ) -> None:
         # The kernel consumer's own settings (relay.consumer.ConsumerSettings); ``backoff_base_seconds``
@@ -49,6 +65,12 @@ class QueueConsumer(RelayFunction):
         kernel = {consumer_env.QUEUE_URL: queue.queue.queue_url, consumer_env.DLQ_URL: queue.dlq.queue_url}
         if backoff_base_seconds is not None:
             kernel[consumer_env.BACKOFF_BASE_SECONDS] = str(backoff_base_seconds)
+        # FIFO queues refuse a per-message DelaySeconds: no budget, the kernel retries them in place.
+        budget = (
+            None if queue.fifo else _retry_budget_seconds(scope, construct_id, queue, retry_budget, settings)
+        )
+        if budget is not None:
+            kernel[consumer_env.RETRY_BUDGET_SECONDS] = str(budget)
         super().__init__(
             scope,
             construct_id,
@@ -80,3 +102,37 @@ class QueueConsumer(RelayFunction):
         self.function.add_event_source(self.event_source)
         # Parking: a permanent failure is sent to the DLQ at once with its reason.
         queue.dlq.grant_send_messages(self.function)
+        if budget is not None:
+            # Retry copies: a transient failure is re-sent to this very queue with DelaySeconds (and the
+            # original deleted), so the retries are bounded by the budget, not by maxReceiveCount.
+            queue.queue.grant_send_messages(self.function)
+
+
+def _retry_budget_seconds(
+    scope: Construct,
+    construct_id: str,
+    queue: ReliableQueue,
+    retry_budget: Duration | None,
+    settings: FunctionSettings,
+) -> int:
+    """The budget in seconds, checked against the Relay rules and the queue's retention."""
+    path = f"{scope.node.path}/{construct_id}"
+    budget = (
+        settings.consumers.retry_budget_seconds if retry_budget is None else int(retry_budget.to_seconds())
+    )
+    if not MIN_RETRY_BUDGET_SECONDS <= budget <= MAX_RETRY_BUDGET_SECONDS:
+        raise ValueError(
+            f"{path}: retry budget {budget} s is outside {MIN_RETRY_BUDGET_SECONDS}.."
+            f"{MAX_RETRY_BUDGET_SECONDS} s (under a minute parks healthy messages on a blip; the maximum "
+            "keeps it under SQS's 14-day retention)"
+        )
+    retention = queue.cfn_queue.message_retention_period
+    retention_seconds = retention if isinstance(retention, int | float) else SQS_DEFAULT_RETENTION_SECONDS
+    if budget >= retention_seconds:
+        raise ValueError(
+            f"{path}: retry budget {budget} s is not shorter than the retention of queue {queue.name!r} "
+            f"({int(retention_seconds)} s): a message retried in place (when its delayed re-send is refused) "
+            "would expire before it is parked. Lower the budget (consumers.retry_budget_seconds or "
+            "retry_budget=) or raise queues.retention_days."
+        )
+    return budget

@@ -4,6 +4,8 @@
 - point-in-time recovery;
 - a TTL attribute (`expiresAt`, epoch seconds) so clean-up never depends on the happy path;
 - a stream (new and old images) when the table carries an outbox;
+- optionally the kernel's sparse deadline index (`relay.deadlines`: GSI `by-deadline` on
+  `deadlineShard`/`deadlineAt`, projection ALL) for a sweeper to find overdue work without a scan;
 - deletion protection, and the removal policy (retained in prod), from the stage config; a protected
   table is always retained: CloudFormation could not delete it, so DESTROY would only fail the stack's
   deletion.
@@ -14,11 +16,12 @@ emulator cannot create.
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_dynamodb as ddb
 from constructs import Construct
 
 from infra.constructs.naming import Naming
+from relay import deadlines
 
 TTL_ATTRIBUTE = "expiresAt"
 
@@ -36,6 +39,7 @@ class ReliableTable(Construct):
         partition_key: str = "pk",
         sort_key: str | None = "sk",
         stream: bool = False,
+        deadline_index: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.table = ddb.Table(
@@ -53,6 +57,23 @@ class ReliableTable(Construct):
             deletion_protection=deletion_protection,
             removal_policy=RemovalPolicy.RETAIN if deletion_protection else removal_policy,
         )
+        if deadline_index:
+            # Sparse: only items carrying both attributes (open work) are in it.
+            self.table.add_global_secondary_index(
+                index_name=deadlines.INDEX_NAME,
+                partition_key=ddb.Attribute(name=deadlines.SHARD_ATTRIBUTE, type=ddb.AttributeType.STRING),
+                sort_key=ddb.Attribute(name=deadlines.AT_ATTRIBUTE, type=ddb.AttributeType.NUMBER),
+                projection_type=ddb.ProjectionType.ALL,
+            )
+            table_id = Stack.of(self).get_logical_id(self.table.node.default_child)  # type: ignore[arg-type]
+            Validations.of(Stack.of(self)).acknowledge(
+                Acknowledgment(
+                    id=f"AwsSolutions::AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
+                    reason="CDK's table grants add this table's own indexes (table/<name>/index/*) once it "
+                    "has one; the only index is the deadline index, which holds a subset of the items the "
+                    "grantee may already read in the table itself.",
+                )
+            )
 
 
 def idempotency_table(

@@ -12,6 +12,8 @@ from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_apigatewayv2 as apigw
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as scheduler_targets
 from constructs import Construct
 from payments import settings as env
 from payments.subscriptions import (
@@ -19,6 +21,7 @@ from payments.subscriptions import (
     PAYMENT_REQUESTS_FILTER,
     POST_PROCESSING_FILTER,
     RAW_DELIVERY,
+    SWEEP_DUE,
 )
 
 from infra.config import StageConfig
@@ -29,7 +32,7 @@ from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outbox_publisher import OutboxPublisher
 from infra.constructs.queue_consumer import QueueConsumer
-from infra.constructs.reliable_queue import ReliableQueue
+from infra.constructs.reliable_queue import ReliableQueue, dead_letter_queue
 from infra.constructs.tables import ReliableTable, idempotency_table
 from infra.stacks.base import Platform, RelayStack
 
@@ -57,6 +60,7 @@ class PaymentsStack(RelayStack):
             removal_policy=keep,
             deletion_protection=protect,
             stream=True,
+            deadline_index=True,
         ).table
         idempotency = idempotency_table(
             self, naming=naming, removal_policy=keep, deletion_protection=protect
@@ -120,13 +124,17 @@ class PaymentsStack(RelayStack):
             "terminal_ttl_days": settings.terminal_ttl_days,
             "failed_ttl_days": settings.failed_ttl_days,
         }
+        lifecycle = settings.lifecycle
+        budgets = {name: getattr(lifecycle, name) for name in env.LIFECYCLE}
 
         api_fn = RelayFunction(
             self,
             "Api",
             settings=functions,
             handler="payments.handlers.api.handler",
-            environment=env.API.environment(**common, max_body_bytes=settings.max_body_bytes),
+            environment=env.API.environment(
+                **common, max_body_bytes=settings.max_body_bytes, silence_seconds=lifecycle.silence_seconds
+            ),
             description="POST /payments (202 + operationId), GET /operations/{operationId}",
         )
         operations.grant_read_write_data(api_fn.function)
@@ -169,8 +177,11 @@ class PaymentsStack(RelayStack):
             queue=requests_q,
             handler="payments.handlers.payment_worker.handler",
             timeout=Duration.seconds(60),
+            # Transient failures of the legacy system are retried (delay chain) for the step's budget.
+            retry_budget=Duration.seconds(lifecycle.payment_budget_seconds),
             environment=env.PAYMENT_WORKER.environment(
                 **common,
+                **budgets,
                 legacy_payments_url=settings.legacy_payments_url,
                 legacy_timeout_seconds=settings.legacy_timeout_seconds,
                 payment_max_age_seconds=settings.payment_max_age_seconds,
@@ -186,7 +197,8 @@ class PaymentsStack(RelayStack):
             settings=functions,
             queue=post_q,
             handler="payments.handlers.post_processor.handler",
-            environment=env.POST_PROCESSOR.environment(**common),
+            retry_budget=Duration.seconds(lifecycle.post_processing_budget_seconds),
+            environment=env.POST_PROCESSOR.environment(**common, **budgets),
             description="PaymentCompleted → invoice input → INVOICE_PENDING + InvoiceRequested",
         )
         invoicer = QueueConsumer(
@@ -196,8 +208,10 @@ class PaymentsStack(RelayStack):
             queue=invoice_q,
             handler="payments.handlers.invoice_worker.handler",
             timeout=Duration.seconds(60),
+            retry_budget=Duration.seconds(lifecycle.invoice_budget_seconds),
             environment=env.INVOICE_WORKER.environment(
                 **common,
+                **budgets,
                 invoice_api_url=settings.invoice_api_url,
                 legacy_timeout_seconds=settings.legacy_timeout_seconds,
             ),
@@ -208,21 +222,111 @@ class PaymentsStack(RelayStack):
             idempotency.grant_read_write_data(consumer.function)
             claim_checks.grant_prefix(consumer.role, CLAIM_CHECK_PREFIX, read=True, why=CLAIM_CHECK_GRANT)
 
+        # The sweeper: every few minutes Scheduler puts a SweepDue envelope on the sweeps queue; the
+        # sweeper reads the deadline index and re-drives, gives up or re-publishes what is overdue.
+        sweeps_q = ReliableQueue(
+            self, "Sweeps", name="sweeps", naming=naming, settings=queues, removal_policy=keep
+        )
+        sweeper = QueueConsumer(
+            self,
+            "Sweeper",
+            settings=functions,
+            queue=sweeps_q,
+            handler="payments.handlers.sweeper.handler",
+            timeout=Duration.seconds(120),
+            batch_size=1,
+            environment=env.SWEEPER.environment(
+                operations_table=operations.table_name,
+                events_topic_arn=topic.topic.topic_arn,
+                terminal_ttl_days=settings.terminal_ttl_days,
+                failed_ttl_days=settings.failed_ttl_days,
+                claim_check_expiration_days=settings.claim_check_expiration_days,
+                claim_check_warning_days=lifecycle.claim_check_warning_days,
+                **budgets,
+            ),
+            description="Every few minutes: overdue operations → re-drive / give up; unpublished outbox rows",
+        )
+        # Reads the deadline index (grant_read_write_data covers the table's indexes), moves
+        # operations, writes re-drive outbox rows and marks re-published rows.
+        operations.grant_read_write_data(sweeper.function)
+        # Re-publishes outbox rows whose stream batch failed.
+        topic.topic.grant_publish(sweeper.function)
+        schedule_dlq = dead_letter_queue(
+            self,
+            "SweepScheduleDlq",
+            name="sweep-schedule-dlq",
+            naming=naming,
+            settings=queues,
+            removal_policy=keep,
+        )
+        scheduler.Schedule(
+            self,
+            "SweepSchedule",
+            schedule_name=naming("sweep"),
+            description="payments sweeper: overdue operations and unpublished outbox rows",
+            schedule=scheduler.ScheduleExpression.rate(Duration.minutes(lifecycle.sweep_every_minutes)),
+            time_window=scheduler.TimeWindow.off(),
+            target=scheduler_targets.SqsSendMessage(
+                sweeps_q.queue,
+                # An envelope (the kernel consumer's contract): the execution id is unique per run.
+                input=scheduler.ScheduleTargetInput.from_object(
+                    {
+                        "eventId": scheduler.ContextAttribute.execution_id,
+                        "eventType": SWEEP_DUE,
+                        "eventVersion": "1.0",
+                        "occurredAt": scheduler.ContextAttribute.scheduled_time,
+                        "correlationId": scheduler.ContextAttribute.execution_id,
+                        "payload": {"schedule": scheduler.ContextAttribute.schedule_arn},
+                    }
+                ),
+                dead_letter_queue=schedule_dlq,
+                retry_attempts=3,
+                # A sweep missed for longer than its period is replaced by the next one.
+                max_event_age=Duration.minutes(max(lifecycle.sweep_every_minutes, 1)),
+            ),
+        )
+
         ServiceMonitoring(
             self,
             "Alarms",
             settings=self.monitoring,
-            queues=[requests_q, post_q, invoice_q],
+            queues=[requests_q, post_q, invoice_q, sweeps_q],
             topics=[topic],
             outbox_publishers=[publisher],
-            consumers=[worker, post, invoicer],
+            consumers=[worker, post, invoicer, sweeper],
+            dead_letter_queues={"sweep-schedule-dlq": schedule_dlq},
             kernel_metrics=[
                 KernelMetric(
                     "PayloadConflict",
                     label="PayloadConflicts",
                     description="payments: an eventId arrived again with a different payload; it was not "
                     "applied. Investigate the producer.",
-                )
+                ),
+                KernelMetric(
+                    "OperationsOverdue",
+                    label="OperationsOverdue",
+                    description="payments: the sweeper found operations silent past their deadline (their "
+                    "step's message was gone or the step ran out of budget); it re-drove or ended them. "
+                    "The sweeper's log names each operation (GET /operations/{id} shows it); check the DLQs.",
+                ),
+                KernelMetric(
+                    "ClaimChecksExpiring",
+                    label="ClaimChecksExpiring",
+                    description="payments: a non-terminal operation's stored request is within "
+                    "claim_check_warning_days of the bucket's expiry; finish or end it before it is lost.",
+                ),
+                KernelMetric(
+                    "PaymentUnresolved",
+                    label="PaymentsUnresolved",
+                    description="payments: the legacy system could not say whether it charged an operation "
+                    "within the reconciliation budget (PAYMENT_UNRESOLVED). Reconcile it by hand.",
+                ),
+                KernelMetric(
+                    "InvoiceFailed",
+                    label="InvoicesFailed",
+                    description="payments: an operation was charged but its invoice was refused or could "
+                    "not be issued in time (INVOICE_FAILED). Its error has the payment reference and reason.",
+                ),
             ],
         )
         self.operations_table = operations

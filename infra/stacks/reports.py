@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput
+from aws_cdk import CfnOutput, Duration
 from constructs import Construct
 from reports import settings as env
 from reports.subscriptions import REPORT_GENERATED_FILTER
@@ -49,10 +49,11 @@ class ReportsStack(RelayStack):
         self.topic = FanoutTopic(
             self, "ReportEvents", name="report-events", naming=naming, settings=queues, removal_policy=keep
         )
-        # A report that is not visible yet is retried with backoff until VERIFY_MAX_AGE_SECONDS, then
-        # recorded UNREACHABLE by the verifier itself: the receives must outlast that age, or the redrive
-        # policy would park the message first. With base 30 s and the 900 s cap, 8 receives cover
-        # 3600 s (30+60+…+480+900+900+900); 12 leave room for 5xx/timeouts on the way.
+        # A report that is not visible yet is retried with backoff until VERIFY_MAX_AGE_SECONDS (from the
+        # event's occurredAt), then recorded UNREACHABLE by the verifier itself: the verifier's retry
+        # budget (in time, the kernel's delay chain) must outlast that age, or the kernel would park the
+        # message first -- hence retry_budget below. maxReceiveCount now counts only crashes of the
+        # function; 12 is kept as before.
         verifier_q = ReliableQueue(
             self,
             "VerifierQueue",
@@ -88,6 +89,8 @@ class ReportsStack(RelayStack):
                 http_timeout_seconds=settings.http_timeout_seconds,
             ),
             backoff_base_seconds=VERIFIER_BACKOFF_BASE_SECONDS,
+            # One backoff cap (15 min) beyond the maximum age, so the verifier's own verdict comes first.
+            retry_budget=Duration.seconds(settings.verify_max_age_seconds + 900),
             description="ReportGenerated → read back from the public API → VERIFIED / MISMATCH / UNREACHABLE",
         )
         self.verifications.grant_read_write_data(verifier.function)

@@ -24,6 +24,18 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         config.cdk_out = Path(os.environ["RELAY_CDK_OUT"]).resolve()
     with Sandbox(config, log=lambda *_: None) as running:
         yield running
+        nothing_left_behind(running)
+
+
+def nothing_left_behind(sb: Sandbox) -> None:
+    """After every e2e test: the sweeper, fired once, leaves no operation non-terminal past its
+    deadline and no outbox row unpublished past its grace (issue 14's "done when")."""
+    from local import lifecycle
+    from tests.e2e.test_lifecycle_e2e import fire_sweeper
+
+    fire_sweeper(sb)
+    left = lifecycle.stranded(sb.endpoint, lifecycle.operations_table(sb.topology.tables))
+    assert not left, f"left behind after the e2e run: {dict(left)}"
 
 
 @pytest.fixture(autouse=True)

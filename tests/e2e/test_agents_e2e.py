@@ -20,6 +20,9 @@ from relay.envelope import new_envelope
 
 pytestmark = pytest.mark.e2e
 
+# The hourly snapshot schedule (the payments sweeper's is another one).
+SNAPSHOT_SCHEDULE = "scores-hourly-snapshot"
+
 REPORT_GENERATED = "ReportGenerated"
 
 
@@ -181,7 +184,7 @@ def scores_of(sb: Sandbox, agent: str, hour: str) -> list[dict[str, Any]]:
 def test_firing_the_schedule_twice_gives_one_unchanged_snapshot_per_agent_for_the_hour(
     sandbox: Sandbox, reports: Reports
 ) -> None:
-    (first,) = sandbox.fire_schedule()
+    (first,) = sandbox.fire_schedule(sandbox.schedule_named(SNAPSHOT_SCHEDULE))
     hour = first.scheduled_time
     assert hour.endswith(":00:00Z")
     (delivery,) = first.wait()
@@ -198,7 +201,7 @@ def test_firing_the_schedule_twice_gives_one_unchanged_snapshot_per_agent_for_th
         assert snapshot["total"] == len(report_ids)
         assert snapshot["mismatched"] == (1 if reports.tampered in report_ids else 0)
 
-    (second,) = sandbox.fire_schedule(scheduled_time=hour)
+    (second,) = sandbox.fire_schedule(sandbox.schedule_named(SNAPSHOT_SCHEDULE), scheduled_time=hour)
     assert [d.delivered for d in second.wait()] == [True]
     time.sleep(3)  # the second job's batching window and invocation
     for agent in reports.agents:
@@ -254,7 +257,7 @@ def test_wrong_api_key_is_403_which_eventbridge_does_not_retry_so_the_event_is_d
     sandbox: Sandbox, connection_auth: Callable[[str, str], None]
 ) -> None:
     connection_auth("x-api-key", "a-wrong-key")
-    (firing,) = sandbox.fire_schedule(scheduled_time="2020-01-01T05:00:00Z")
+    (firing,) = sandbox.fire_schedule(sandbox.schedule_named(SNAPSHOT_SCHEDULE), "2020-01-01T05:00:00Z")
     (delivery,) = firing.wait()
     assert [a.status for a in delivery.attempts] == [403]
     assert not delivery.delivered and delivery.dead_lettered
@@ -268,7 +271,7 @@ def test_missing_api_key_is_401_retried_per_the_retry_policy_then_dead_lettered(
 ) -> None:
     # The connection sends its key under another header: the authorizer's identity source is missing.
     connection_auth("x-api-token", api_key(sandbox))
-    (firing,) = sandbox.fire_schedule(scheduled_time="2020-01-01T06:00:00Z")
+    (firing,) = sandbox.fire_schedule(sandbox.schedule_named(SNAPSHOT_SCHEDULE), "2020-01-01T06:00:00Z")
     (delivery,) = firing.wait()
     (rule,) = sandbox.topology.rules
     retries = rule.targets[0].retry.maximum_retry_attempts

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from relay.consumer import RecordContext, consume
+from relay.consumer import ConsumerSettings, RecordContext, consume
 from relay.envelope import Envelope
-from relay.errors import BusinessRejection, PermanentError
+from relay.errors import BusinessRejection, DependencyUnavailable, PermanentError
 from relay.idempotency import CommitResult, apply_writes, commit_once, marker_id, put, update
 from tests.builders import FakeContext, envelope, record_from_received, sns_wrapped, sqs_record
 from tests.handlers.moto_env import Aws
@@ -48,7 +51,9 @@ def status_change(aws: Aws, item_id: str, source: str, target: str, explain: Any
     )
 
 
-def deliver(aws: Aws, handle: Any, *, visibility_timeout: int | None = None) -> dict[str, Any]:
+def deliver(
+    aws: Aws, handle: Any, *, visibility_timeout: int | None = None, settings: ConsumerSettings | None = None
+) -> dict[str, Any]:
     """What the Lambda event source mapping does: receive, invoke, delete what was not reported failed."""
     params: dict[str, Any] = {
         "QueueUrl": aws.queue_url,
@@ -60,7 +65,7 @@ def deliver(aws: Aws, handle: Any, *, visibility_timeout: int | None = None) -> 
         params["VisibilityTimeout"] = visibility_timeout
     messages = aws.sqs.receive_message(**params).get("Messages", [])
     event = {"Records": [record_from_received(m, aws.queue_arn) for m in messages]}
-    response = consume(event, FakeContext(), handle, settings=aws.settings, sqs_client=aws.sqs)
+    response = consume(event, FakeContext(), handle, settings=settings or aws.settings, sqs_client=aws.sqs)
     failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
     for m in messages:
         if m["MessageId"] not in failed:
@@ -246,3 +251,98 @@ def test_apply_writes_commits_all_or_nothing_and_explains_a_failed_condition(aws
     # same transaction cannot succeed).
     with pytest.raises(PermanentError, match="ConditionalCheckFailed"):
         apply_writes([created], ddb_client=aws.ddb)
+
+
+def queue_counts(aws: Aws) -> dict[str, int]:
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
+    attrs = aws.sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=names)["Attributes"]
+    return {name.removeprefix("ApproximateNumberOfMessages") or "visible": int(attrs[name]) for name in names}
+
+
+def receive_all(aws: Aws) -> list[dict[str, Any]]:
+    return list(
+        aws.sqs.receive_message(
+            QueueUrl=aws.queue_url,
+            MaxNumberOfMessages=10,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+    )
+
+
+def test_transient_failure_with_a_budget_is_re_sent_delayed_and_the_original_deleted(aws: Aws) -> None:
+    body = envelope(ids={"accountId": "a1"}).to_json()
+    tenant = {"tenant": {"DataType": "String", "StringValue": "acme"}}
+    aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=body, MessageAttributes=tenant)
+    # A first receive that crashed: the original's receive count is 2 at the failing delivery.
+    aws.sqs.receive_message(QueueUrl=aws.queue_url, VisibilityTimeout=0)
+    sent: list[dict[str, Any]] = []
+
+    def record_send(params: dict[str, Any], **_: Any) -> None:
+        sent.append(dict(params))
+
+    aws.sqs.meta.events.register("provide-client-params.sqs.SendMessage", record_send)
+
+    def sick_dependency(env: Envelope, ctx: RecordContext) -> None:
+        raise DependencyUnavailable("payment system timed out")
+
+    budgeted = dataclasses.replace(aws.settings, retry_budget_seconds=3600, backoff_base_seconds=1)
+    try:
+        response = deliver(aws, sick_dependency, settings=budgeted)
+    finally:
+        aws.sqs.meta.events.unregister("provide-client-params.sqs.SendMessage", record_send)
+
+    assert response == {"batchItemFailures": []}  # reported handled: the original is deleted
+    assert queue_counts(aws) == {"visible": 0, "NotVisible": 0, "Delayed": 1}  # only the delayed copy
+    (params,) = sent
+    assert params["QueueUrl"] == aws.queue_url and params["DelaySeconds"] == 1
+    assert receive_all(aws) == []  # not before its delay
+
+    time.sleep(params["DelaySeconds"] + 0.1)
+    (copy,) = receive_all(aws)
+    attrs = copy["MessageAttributes"]
+    assert copy["Body"] == body
+    assert copy["Attributes"]["ApproximateReceiveCount"] == "1"  # a new message: maxReceiveCount starts over
+    assert attrs["tenant"]["StringValue"] == "acme"
+    assert (attrs["relay.attempt"]["DataType"], attrs["relay.attempt"]["StringValue"]) == ("Number", "1")
+    assert attrs["relay.firstFailureAt"]["DataType"] == "Number"
+    assert abs(float(attrs["relay.firstFailureAt"]["StringValue"]) - time.time()) < 30
+    assert attrs["relay.lastError"]["StringValue"] == "payment system timed out"
+    assert aws.dlq_messages() == []
+
+
+def test_a_transient_failure_after_the_budget_lands_in_the_dlq_with_the_reason(aws: Aws) -> None:
+    first = datetime.now(UTC) - timedelta(hours=2)
+    body = envelope(ids={"accountId": "a1"}).to_json()
+    aws.sqs.send_message(
+        QueueUrl=aws.queue_url,
+        MessageBody=body,
+        MessageAttributes={
+            "tenant": {"DataType": "String", "StringValue": "acme"},
+            "relay.attempt": {"DataType": "Number", "StringValue": "5"},
+            "relay.firstFailureAt": {"DataType": "Number", "StringValue": str(first.timestamp())},
+            "relay.lastError": {"DataType": "String", "StringValue": "payment system timed out"},
+        },
+    )
+
+    def still_sick(env: Envelope, ctx: RecordContext) -> None:
+        raise TimeoutError("payment system did not answer")
+
+    response = deliver(aws, still_sick, settings=dataclasses.replace(aws.settings, retry_budget_seconds=3600))
+    assert response == {"batchItemFailures": []}
+    assert queue_counts(aws) == {"visible": 0, "NotVisible": 0, "Delayed": 0}
+    (parked,) = aws.dlq_messages()
+    attrs = parked["MessageAttributes"]
+    assert parked["Body"] == body
+    assert attrs["relay.errorClass"]["StringValue"] == "RetryBudgetSpent"
+    reason = attrs["relay.errorMessage"]["StringValue"]
+    assert "longer than the retry budget of 3600 s; gave up after 6 attempts" in reason
+    assert "payment system did not answer" in reason
+    parked_first = datetime.fromisoformat(attrs["relay.firstFailureAt"]["StringValue"].replace("Z", "+00:00"))
+    assert abs((parked_first - first).total_seconds()) < 0.01
+    assert attrs["tenant"]["StringValue"] == "acme"
+    assert "relay.attempt" not in attrs  # a redrive starts a new chain, with a full budget

@@ -57,14 +57,16 @@ def test_operations_table_streams_new_and_old_images_to_the_outbox_publisher(pay
 
 
 @pytest.mark.parametrize(
-    ("queue", "event_type"),
+    ("queue", "event_type", "redrive"),
     [
-        ("PaymentRequests", "PaymentRequested"),
-        ("PostProcessing", "PaymentCompleted"),
-        ("InvoiceRequests", "InvoiceRequested"),
+        ("PaymentRequests", "PaymentRequested", "PaymentRedriveDue"),
+        ("PostProcessing", "PaymentCompleted", "PostProcessingRedriveDue"),
+        ("InvoiceRequests", "InvoiceRequested", "InvoiceRedriveDue"),
     ],
 )
-def test_each_queue_subscribes_to_payment_events_with_its_filter_enveloped(payments, queue, event_type):
+def test_each_queue_subscribes_to_payment_events_with_its_filter_enveloped(
+    payments, queue, event_type, redrive
+):
     queue_id = _id(payments, f"{queue}/Queue/Resource")
     topic_id = _id(payments, "PaymentEvents/Topic/Resource")
     (sub,) = [
@@ -73,7 +75,11 @@ def test_each_queue_subscribes_to_payment_events_with_its_filter_enveloped(payme
         if s["Endpoint"] == {"Fn::GetAtt": [queue_id, "Arn"]}
     ]
     assert sub["TopicArn"] == {"Ref": topic_id}
-    assert sub["FilterPolicy"] == {"eventType": [event_type]}
+    # Its step's event, and the sweeper's re-drive of that step (the payment step also hears the
+    # sweeper's reconciliation request); never another step's.
+    types = sub["FilterPolicy"]["eventType"]
+    assert types[:2] == [event_type, redrive]
+    assert set(types[2:]) <= {"PaymentReconciliationDue"}
     assert not sub.get("RawMessageDelivery")
 
 
@@ -128,8 +134,12 @@ def test_payment_worker_can_send_delayed_rechecks_to_its_own_queue(payments):
 def test_alarms_cover_dlqs_consumers_and_payload_conflicts(payments):
     alarms = _of(payments, "AWS::CloudWatch::Alarm").values()
     metrics = [a["MetricName"] for a in alarms]
-    assert metrics.count("ApproximateNumberOfMessagesVisible") == 5  # 3 DLQs, undeliverable, stream
-    assert metrics.count("Errors") == 4  # outbox publisher + three workers
+    # 3 work DLQs + the sweeps DLQ + the sweep schedule's DLQ, undeliverable, stream
+    assert metrics.count("ApproximateNumberOfMessagesVisible") == 7
+    assert metrics.count("Errors") == 5  # outbox publisher + three workers + the sweeper
+    for lifecycle in ("OperationsOverdue", "ClaimChecksExpiring", "PaymentUnresolved", "InvoiceFailed"):
+        (alarm,) = [a for a in alarms if a["MetricName"] == lifecycle]
+        assert alarm["Dimensions"] == [{"Name": "service", "Value": "payments"}]
     (conflicts,) = [a for a in alarms if a["MetricName"] == "PayloadConflict"]
     assert conflicts["Dimensions"] == [{"Name": "service", "Value": "payments"}]
     assert len(_of(payments, "AWS::CloudWatch::Dashboard")) == 1

@@ -1,4 +1,7 @@
+import http.client
 import random
+import socket
+import urllib.error
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
@@ -8,12 +11,14 @@ from relay.errors import (
     BusinessRejection,
     DependencyUnavailable,
     InvalidInput,
+    OutcomeUnknown,
     PayloadConflict,
     PermanentError,
     TransientError,
     classify,
     classify_http_status,
 )
+from relay.http import HttpResponse, KeyedApi, transient_network_errors
 from relay.parking import park
 from tests.builders import binary_attribute, fifo_record, sqs_record, string_attribute
 from tests.unit.fakes import FakeSqs
@@ -88,6 +93,79 @@ def test_http_429_keeps_retry_after() -> None:
     assert isinstance(error, TransientError) and error.retry_after == 30
 
 
+@pytest.mark.parametrize(
+    "exc",
+    [
+        TimeoutError("timed out"),
+        http.client.RemoteDisconnected("Remote end closed connection without response"),
+        ConnectionResetError(104, "Connection reset by peer"),
+        http.client.IncompleteRead(b'{"status":', 40),
+    ],
+    ids=[
+        "timeout (socket.timeout is TimeoutError)",
+        "remote-disconnected",
+        "connection-reset",
+        "incomplete-read",
+    ],
+)
+def test_a_failure_after_the_request_was_sent_is_outcome_unknown(exc: BaseException) -> None:
+    with pytest.raises(OutcomeUnknown, match="may have taken effect") as raised:
+        with transient_network_errors("partner", 5):
+            raise exc
+    assert isinstance(raised.value, DependencyUnavailable)  # still transient: retried with the same key
+    assert raised.value.__cause__ is exc
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")),
+        urllib.error.URLError(socket.gaierror(-2, "Name or service not known")),
+        urllib.error.URLError(TimeoutError("timed out")),  # connecting timed out: nothing was sent
+        ConnectionRefusedError(111, "Connection refused"),
+    ],
+    ids=["refused", "dns", "connect-timeout", "refused-unwrapped"],
+)
+def test_a_request_that_never_left_is_dependency_unavailable_not_outcome_unknown(exc: BaseException) -> None:
+    with pytest.raises(DependencyUnavailable, match="partner unreachable") as raised:
+        with transient_network_errors("partner", 5):
+            raise exc
+    assert not isinstance(raised.value, OutcomeUnknown)
+
+
+def keyed_answer(
+    status: int, body: object = None, text: str = "oops", retry_after: float | None = None
+) -> None:
+    api = KeyedApi("https://partner.example.com", timeout_seconds=5, what="partner")
+    response = HttpResponse(status=status, body=body, text=text, retry_after=retry_after)
+    api.answer(response, idempotency_key="op-1:payment", not_done="Nothing was charged.")
+
+
+@pytest.mark.parametrize("status", [500, 502, 504])
+def test_keyed_api_500_502_504_are_outcome_unknown_with_the_usual_message_and_retry_after(
+    status: int,
+) -> None:
+    with pytest.raises(OutcomeUnknown) as raised:
+        keyed_answer(status, text="gateway trouble", retry_after=12)
+    assert str(raised.value) == f"partner answered HTTP {status}: gateway trouble; will retry with backoff."
+    assert raised.value.retry_after == 12
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_keyed_api_503_and_429_say_not_now_not_maybe_done(status: int) -> None:
+    with pytest.raises(DependencyUnavailable) as raised:
+        keyed_answer(status)
+    assert not isinstance(raised.value, OutcomeUnknown)
+
+
+def test_keyed_api_still_answers_a_reused_key_and_a_success_as_before() -> None:
+    with pytest.raises(PayloadConflict, match="refused Idempotency-Key op-1:payment"):
+        keyed_answer(422, body={"error": "IdempotencyKeyReused"})
+    api = KeyedApi("https://partner.example.com", timeout_seconds=5, what="partner")
+    ok = HttpResponse(status=200, body={"status": "COMPLETED"}, text="", retry_after=None)
+    assert api.answer(ok, idempotency_key="k", not_done="") == {"status": "COMPLETED"}
+
+
 def test_backoff_doubles_per_receive_until_the_cap() -> None:
     delays = [backoff_delay(n, base=2, cap=60, jitter=0.0) for n in range(1, 9)]
     assert delays == [2, 4, 8, 16, 32, 60, 60, 60]
@@ -117,6 +195,14 @@ def test_apply_backoff_sets_visibility_from_receive_count() -> None:
     delay = apply_backoff(record, sqs_client=sqs, queue_url="https://q", base=2, cap=900, jitter=0.0)
     assert delay == 8
     assert sqs.visibility == [{"QueueUrl": "https://q", "ReceiptHandle": "rh-3", "VisibilityTimeout": 8}]
+
+
+def test_apply_backoff_sets_a_delay_decided_before_instead_of_drawing_one() -> None:
+    sqs = FakeSqs()
+    record = sqs_record("{}", receive_count=3, receipt_handle="rh-3")
+    delay = apply_backoff(record, sqs_client=sqs, queue_url="https://q", base=2, cap=900, delay=500)
+    assert delay == 500
+    assert sqs.visibility[0]["VisibilityTimeout"] == 500
 
 
 def test_park_sends_original_body_and_attributes_with_the_reason() -> None:

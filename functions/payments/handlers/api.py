@@ -55,6 +55,7 @@ def create_payment(
         s3_client=wired.s3,
         bucket=wired.bucket,
         key_ttl_days=wired.settings.request_key_ttl_days,
+        deadline_seconds=wired.settings.silence_seconds,
     )
     logger.info(
         "payment request accepted",

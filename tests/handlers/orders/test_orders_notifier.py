@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from local.fakes.webhook import WebhookFake
 from relay.envelope import Envelope, new_envelope
+from relay.unwrap import envelope_from_sqs_record
 from tests.handlers.orders.world import NOTIFICATIONS, OrdersWorld, deliver, failed_ids, redeliver
 
 
@@ -89,15 +90,19 @@ def test_webhook_outage_is_retried_not_parked_and_then_sent_once(
 ) -> None:
     webhook.set_knobs(outage=True)
     first = deliver(world, NOTIFICATIONS, CREATED)
-    assert len(failed_ids(first)) == 1
+    assert failed_ids(first) == []  # handled (Lambda deletes it): a delayed copy carries the retry
+    copy = world.retry_copy(NOTIFICATIONS, attempt=1)
+    (record,) = world.lambda_event(NOTIFICATIONS, [copy])["Records"]
+    assert envelope_from_sqs_record(record).event_id == CREATED.event_id
     assert world.parked(NOTIFICATIONS) == []
 
     webhook.set_knobs(outage=False)
-    # The same message comes back after its backoff; the outage left no IN_PROGRESS record behind.
-    second = redeliver(world, NOTIFICATIONS)
+    # The copy comes back after its delay; the outage left no IN_PROGRESS record behind.
+    second = redeliver(world, NOTIFICATIONS, [copy])
 
     assert failed_ids(second) == []
     assert webhook.deliveries_by_key() == {CREATED.event_id: 1}
+    assert world.parked(NOTIFICATIONS) == []
 
 
 def test_event_type_outside_the_filter_is_parked_and_not_sent(

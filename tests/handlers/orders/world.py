@@ -21,7 +21,7 @@ from typing import Any
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
 from relay.idempotency import deserialize_item
 from relay.outbox import sns_publisher
-from tests.builders import FakeContext, sns_wrapped
+from tests.builders import FakeContext, retry_copy, sns_wrapped
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 from tests.handlers.streams import StreamReader
 
@@ -161,6 +161,11 @@ class OrdersWorld:
             if not batch:
                 return messages
             messages.extend(batch)
+
+    def retry_copy(self, queue: str, *, attempt: int = 1, body: str | None = None) -> dict[str, Any]:
+        """The one delayed copy the consumer re-sent to ``queue`` to retry a transient failure (waiting
+        out its DelaySeconds), asserted to be retry ``attempt`` (and a copy of ``body`` when given)."""
+        return retry_copy(self.sqs, self.queues[queue].url, attempt=attempt, body=body)
 
     def parked(self, queue: str) -> list[dict[str, Any]]:
         return self.receive_all(self.queues[queue].dlq_url)
@@ -316,10 +321,11 @@ def deliver(world: OrdersWorld, queue: str, *envelopes: Envelope | str, times: i
     return response
 
 
-def redeliver(world: OrdersWorld, queue: str) -> dict[str, Any]:
-    """Receive what is (again) visible on ``queue`` -- e.g. a message backed off after a transient
-    failure -- and hand it to the handler; returns the partial batch response."""
-    event = world.lambda_event(queue)
+def redeliver(world: OrdersWorld, queue: str, messages: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Receive what is (again) visible on ``queue`` -- or take ``messages`` already received from it,
+    e.g. the delayed copy a transient failure was re-sent as -- and hand it to the handler; returns
+    the partial batch response."""
+    event = world.lambda_event(queue, messages)
     assert event["Records"], f"nothing visible on {queue}"
     with environment(world.consumer_env(queue)):
         return handlers()[queue](event, FakeContext())

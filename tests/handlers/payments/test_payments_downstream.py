@@ -14,7 +14,6 @@ from tests.builders import FakeContext, ddb_stream_event, ddb_stream_record
 from tests.handlers.payments.builders import (
     accepted_operation,
     failed_ids,
-    message_ids,
     outbox_envelope,
     payment_request,
     queued_event,
@@ -219,7 +218,7 @@ def test_crash_after_the_invoice_was_issued_before_the_commit_does_not_invoice_a
         raise ConnectionError("the process died before committing")
 
     monkeypatch.setattr(OperationStore, "commit_once", crash)
-    assert failed_ids(invoice(event)) == message_ids(event)
+    assert failed_ids(invoice(event)) == [], "handled by re-sending a delayed copy"
     monkeypatch.setattr(OperationStore, "commit_once", real_commit)
     calls = len(invoice_api.calls())
 
@@ -241,7 +240,7 @@ def test_invoice_api_outage_is_retried_and_invoices_once(
     invoice_api.set_knobs(outage=False)
     second = invoice(event)
 
-    assert failed_ids(first) == message_ids(event)
+    assert failed_ids(first) == [], "handled by re-sending a delayed copy"
     assert failed_ids(second) == []
     assert item(infra, operation_id)["status"] == "COMPLETED"
     assert invoice_api.invoices_by_operation() == {operation_id: 1}

@@ -15,10 +15,14 @@ from payments.operations import (  # isort: skip
     AlreadyApplied,
     IllegalTransition,
     Operation,
+    UNSUCCESSFUL,
     OperationError,
     Status,
     plan_transition,
 )
+
+# Every non-terminal state's deadline (seconds after entering it), as the settings give them.
+DEADLINES = {status: 900 for status in Status if not status.terminal}
 
 LEGAL = [(source, target) for source, targets in ALLOWED.items() for target in sorted(targets)]
 ILLEGAL = [
@@ -48,8 +52,8 @@ def apply(operation: Operation, target: Status) -> None:
     from payments.wiring import wiring
 
     store = wiring().store
-    error = OperationError("Test", "forced") if target is Status.FAILED else None
-    plan = plan_transition(operation, target, error=error, ttl_days=5)
+    error = OperationError("Test", "forced") if target in UNSUCCESSFUL else None
+    plan = plan_transition(operation, target, error=error, ttl_days=5, deadlines=DEADLINES)
     store.apply([store.transition_write(plan, on_condition_failed=on_stale(plan, frozenset()))])
 
 
@@ -70,6 +74,8 @@ def test_every_legal_transition_is_applied_with_a_new_version_and_step(
     assert len(after.steps) == len(operation.steps) + 1
     assert after.updated_at == after.steps[-1].at
     assert (after.expires_at is not None) == target.terminal
+    # In the deadline index exactly while it is open.
+    assert (after.deadline_at is None) == target.terminal
 
 
 @pytest.mark.parametrize(("source", "target"), ILLEGAL, ids=[f"{s}->{t}" for s, t in ILLEGAL])
@@ -90,7 +96,7 @@ def test_every_illegal_transition_is_rejected_before_anything_is_written(
     )
 
     with pytest.raises(IllegalTransition, match="not a legal transition"):
-        plan_transition(operation, target, error=OperationError("x", "y"), ttl_days=1)
+        plan_transition(operation, target, error=OperationError("x", "y"), ttl_days=1, deadlines=DEADLINES)
 
 
 def test_stale_transition_from_an_old_state_is_rejected_by_dynamodb_and_not_applied(
@@ -136,13 +142,13 @@ def test_transition_to_a_state_the_operation_already_passed_reads_as_already_app
     operation = operation_in(infra, Status.PAYMENT_PROCESSING, version=2)
     apply(operation, Status.PAYMENT_COMPLETED)
     store = wiring().store
-    plan = plan_transition(operation, Status.PAYMENT_COMPLETED)
+    plan = plan_transition(operation, Status.PAYMENT_COMPLETED, deadlines=DEADLINES)
 
     with pytest.raises(AlreadyApplied):
         store.apply([store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE))])
 
 
-@pytest.mark.parametrize(("target", "days"), [(Status.COMPLETED, 30), (Status.FAILED, 90)])
+@pytest.mark.parametrize(("target", "days"), [(Status.COMPLETED, 30), (Status.INVOICE_FAILED, 90)])
 def test_terminal_states_set_expires_at_from_their_retention(target: Status, days: int) -> None:
     from relay.envelope import ClaimCheckRef
 

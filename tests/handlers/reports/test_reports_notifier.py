@@ -9,7 +9,14 @@ import pytest
 
 from local.fakes.webhook import WebhookFake
 from tests.handlers.reports.conftest import use_queue
-from tests.handlers.reports.world import NOTIFY_QUEUE, ReportsWorld, deliver, failed_ids, report_generated
+from tests.handlers.reports.world import (
+    NOTIFY_QUEUE,
+    ReportsWorld,
+    deliver,
+    failed_ids,
+    redeliver,
+    report_generated,
+)
 
 SHA = hashlib.sha256(b"report").hexdigest()
 KEY = "r-1:report-ready"
@@ -20,10 +27,26 @@ def _notification_queue(monkeypatch: pytest.MonkeyPatch, world: ReportsWorld) ->
     use_queue(monkeypatch, world, NOTIFY_QUEUE)
 
 
+@pytest.fixture
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retry delays of 0 s, so a delayed copy is receivable at once."""
+    from relay.wiring import reset_all
+
+    monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")
+    reset_all()
+
+
 def notify(env: Any, *, receive_count: int = 1) -> dict[str, Any]:
     from reports.handlers import notifier
 
     return deliver(notifier.handler, env, queue=NOTIFY_QUEUE, receive_count=receive_count)
+
+
+def notify_again(world: ReportsWorld, message: dict[str, Any]) -> dict[str, Any]:
+    """Deliver a message received from the notification queue (a retry copy), as Lambda would."""
+    from reports.handlers import notifier
+
+    return redeliver(notifier.handler, world, NOTIFY_QUEUE, message)
 
 
 def parked_reasons(world: ReportsWorld) -> list[str]:
@@ -82,30 +105,35 @@ def test_conflicting_replay_is_a_payload_conflict_parked_and_not_sent(
 
 
 def test_webhook_outage_is_retried_and_the_report_is_notified_once_it_recovers(
-    world: ReportsWorld, webhook: WebhookFake
+    world: ReportsWorld, webhook: WebhookFake, fast_retries: None
 ) -> None:
     env = report_generated("r-1", sha256=SHA)
     webhook.set_knobs(outage=True)
 
-    during = notify(env, receive_count=1)
+    during = notify(env)
+    copy = world.retry_copy(NOTIFY_QUEUE, env, attempt=1)
     webhook.set_knobs(outage=False)
-    after = notify(env, receive_count=2)
+    after = notify_again(world, copy)
 
-    assert len(failed_ids(during)) == 1  # transient: SQS keeps it
+    assert failed_ids(during) == []  # handled: the delayed copy carries the retry
     assert failed_ids(after) == []
     assert webhook.deliveries_by_key() == {KEY: 1}
     assert parked_reasons(world) == []
 
 
-def test_a_lost_webhook_reply_is_retried_with_the_same_idempotency_key(webhook: WebhookFake) -> None:
+def test_a_lost_webhook_reply_is_retried_with_the_same_idempotency_key(
+    world: ReportsWorld, webhook: WebhookFake, fast_retries: None
+) -> None:
     env = report_generated("r-1", sha256=SHA)
     webhook.set_knobs(fail_after_commit_rate=1.0)
 
-    lost = notify(env, receive_count=1)
+    lost = notify(env)
+    copy = world.retry_copy(NOTIFY_QUEUE, env, attempt=1)
     webhook.set_knobs(fail_after_commit_rate=0.0)
-    retried = notify(env, receive_count=2)
+    retried = notify_again(world, copy)
 
-    assert len(failed_ids(lost)) == 1 and failed_ids(retried) == []
+    assert failed_ids(lost) == [] and failed_ids(retried) == []  # the retry travelled as a copy
+    assert parked_reasons(world) == []
     # The subscriber did get both POSTs (only its own key dedupe can merge them) -- with ONE key.
     assert webhook.deliveries_by_key() == {KEY: 2}
     assert {d["headers"]["idempotency-key"] for d in webhook.deliveries()} == {KEY}

@@ -14,6 +14,7 @@ from reports.verification import report_url
 
 from local.fakes.report_api import ReportApiFake
 from relay.errors import InvalidInput
+from tests.builders import number_attribute, string_attribute
 from tests.handlers.reports.conftest import use_queue
 from tests.handlers.reports.world import (
     VERIFIER_QUEUE,
@@ -21,6 +22,7 @@ from tests.handlers.reports.world import (
     deliver,
     failed_ids,
     metric_lines,
+    redeliver,
     report_generated,
 )
 
@@ -33,10 +35,34 @@ def _verifier_queue(monkeypatch: pytest.MonkeyPatch, world: ReportsWorld) -> Non
     use_queue(monkeypatch, world, VERIFIER_QUEUE)
 
 
-def verify(env: Any, *, receive_count: int = 1) -> dict[str, Any]:
+@pytest.fixture
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retry delays of 0 s (429's Retry-After aside), so a delayed copy is receivable at once."""
+    from relay.wiring import reset_all
+
+    monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")
+    reset_all()
+
+
+def verify(
+    env: Any, *, receive_count: int = 1, message_attributes: dict[str, Any] | None = None
+) -> dict[str, Any]:
     from reports.handlers import verifier
 
-    return deliver(verifier.handler, env, queue=VERIFIER_QUEUE, receive_count=receive_count)
+    return deliver(
+        verifier.handler,
+        env,
+        queue=VERIFIER_QUEUE,
+        receive_count=receive_count,
+        message_attributes=message_attributes,
+    )
+
+
+def verify_again(world: ReportsWorld, message: dict[str, Any]) -> dict[str, Any]:
+    """Deliver a message received from the verifier queue (a retry copy), as Lambda would."""
+    from reports.handlers import verifier
+
+    return redeliver(verifier.handler, world, VERIFIER_QUEUE, message)
 
 
 def parked_reasons(world: ReportsWorld) -> list[str]:
@@ -122,21 +148,57 @@ def test_report_not_visible_yet_is_retried_with_backoff_then_verified(
 ) -> None:
     report_api.publish("r-late", CONTENT, invisible_reads=2)
     env = report_generated("r-late", sha256=SHA)
+    queue_url = world.queues[VERIFIER_QUEUE].url
 
-    first = verify(env, receive_count=1)
-    second = verify(env, receive_count=2)
-    assert len(failed_ids(first)) == 1 and len(failed_ids(second)) == 1  # transient: SQS keeps them
+    first = verify(env)
+    assert failed_ids(first) == []  # handled: a delayed copy on the queue carries the retry
+    # Backed off (RELAY_BACKOFF_BASE_SECONDS=1 here): the copy is not back at once.
+    assert "Messages" not in world.sqs.receive_message(QueueUrl=queue_url)
+    copy = world.retry_copy(VERIFIER_QUEUE, env, attempt=1)
+    second = verify_again(world, copy)
+    assert failed_ids(second) == []
+    copy = world.retry_copy(VERIFIER_QUEUE, env, attempt=2)
+    assert copy["Attributes"]["ApproximateReceiveCount"] == "1"  # a new message: its count restarts
     assert world.verification("r-late") is None
     assert parked_reasons(world) == []
 
-    third = verify(env, receive_count=3)
+    third = verify_again(world, copy)
 
     assert failed_ids(third) == []
     record = world.verification("r-late")
     assert record is not None
     assert record["status"] == "VERIFIED"
-    assert record["attempts"] == 3
+    assert record["attempts"] == 3  # counted across the chain, not the last copy's receives
     assert report_api.reads() == {"r-late": 3}
+    assert "Messages" not in world.sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)
+    assert parked_reasons(world) == []
+
+
+def test_a_retry_copy_counts_the_chains_attempts_and_the_age_from_the_events_occurred_at(
+    world: ReportsWorld, report_api: ReportApiFake
+) -> None:
+    # The third retry copy of a report generated 3601 s ago, on its second receive (the first one
+    # crashed the function). Its ApproximateReceiveCount (2) and ApproximateFirstReceiveTimestamp
+    # (just now) describe this copy alone; relay.attempt and the envelope describe the whole chain.
+    generated = datetime.now(UTC) - timedelta(seconds=3601)
+    third_copy = {
+        "relay.attempt": number_attribute("3"),
+        "relay.firstFailureAt": number_attribute(str(int(generated.timestamp()) + 1)),
+        "relay.lastError": string_attribute("report API answered 404 for report r-gone"),
+    }
+
+    response = verify(
+        report_generated("r-gone", sha256=SHA, occurred_at=generated),
+        receive_count=2,
+        message_attributes=third_copy,
+    )
+
+    assert failed_ids(response) == []
+    record = world.verification("r-gone")
+    assert record is not None
+    assert record["status"] == "UNREACHABLE"  # aged out by occurredAt, not by this copy's receive
+    assert record["attempts"] == 5  # the original, copies 1 and 2, and this copy's two receives
+    assert parked_reasons(world) == []
 
 
 def test_report_still_missing_after_the_maximum_age_is_recorded_unreachable(
@@ -156,32 +218,37 @@ def test_report_still_missing_after_the_maximum_age_is_recorded_unreachable(
 
 
 def test_missing_report_just_under_the_maximum_age_is_still_retried(
-    world: ReportsWorld, report_api: ReportApiFake
+    world: ReportsWorld, report_api: ReportApiFake, fast_retries: None
 ) -> None:
     generated = datetime.now(UTC) - timedelta(seconds=3500)
+    env = report_generated("r-gone", sha256=SHA, occurred_at=generated)
 
-    response = verify(report_generated("r-gone", sha256=SHA, occurred_at=generated))
+    response = verify(env)
 
-    assert len(failed_ids(response)) == 1
+    assert failed_ids(response) == []  # handled: the retry travels as a delayed copy
+    world.retry_copy(VERIFIER_QUEUE, env, attempt=1)
     assert world.verification("r-gone") is None
+    assert parked_reasons(world) == []
 
 
 @pytest.mark.parametrize("knob", [{"outage": True}, {"fail_rate_429": 1.0}])
 def test_report_api_5xx_or_429_is_transient_and_records_nothing(
-    world: ReportsWorld, report_api: ReportApiFake, knob: dict[str, Any]
+    world: ReportsWorld, report_api: ReportApiFake, knob: dict[str, Any], fast_retries: None
 ) -> None:
     report_api.publish("r-1", CONTENT)
     report_api.set_knobs(**knob)
+    env = report_generated("r-1", sha256=SHA)
 
-    response = verify(report_generated("r-1", sha256=SHA))
+    response = verify(env)
 
-    assert len(failed_ids(response)) == 1
+    assert failed_ids(response) == []  # handled: the retry travels as a delayed copy
+    world.retry_copy(VERIFIER_QUEUE, env, attempt=1)  # 429: after its Retry-After (1 s)
     assert world.verification("r-1") is None
     assert parked_reasons(world) == []
 
 
 def test_report_api_timeout_is_transient(
-    world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
+    world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch, fast_retries: None
 ) -> None:
     from relay.wiring import reset_all
 
@@ -189,11 +256,14 @@ def test_report_api_timeout_is_transient(
     reset_all()
     report_api.publish("r-1", CONTENT)
     report_api.set_knobs(timeout_rate=1.0, timeout_sleep_s=3.0)
+    env = report_generated("r-1", sha256=SHA)
 
-    response = verify(report_generated("r-1", sha256=SHA))
+    response = verify(env)
 
-    assert len(failed_ids(response)) == 1
+    assert failed_ids(response) == []  # handled: the retry travels as a delayed copy
+    world.retry_copy(VERIFIER_QUEUE, env, attempt=1)
     assert world.verification("r-1") is None
+    assert parked_reasons(world) == []
 
 
 def test_event_without_a_valid_sha256_is_parked_as_invalid_input(

@@ -5,13 +5,23 @@ delivery helpers that play the SQS event source mapping."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from relay.envelope import Envelope
 from relay.idempotency import deserialize_item
-from tests.builders import FakeContext, envelope, record_from_received, sns_wrapped, sqs_event, sqs_record
+from relay.unwrap import envelope_from_sqs_record
+from tests.builders import (
+    FakeContext,
+    envelope,
+    record_from_received,
+    retry_copy,
+    sns_wrapped,
+    sqs_event,
+    sqs_record,
+)
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 
 VERIFIER = "reports.handlers.verifier.handler"
@@ -68,6 +78,14 @@ class ReportsWorld:
             ).get("Messages", [])
         )
 
+    def retry_copy(self, queue: str, of: Envelope, *, attempt: int = 1) -> dict[str, Any]:
+        """The one delayed copy the consumer re-sent to ``queue`` to retry ``of`` after a transient
+        failure (waiting out its DelaySeconds), asserted to be retry ``attempt`` of the same event."""
+        copy = retry_copy(self.sqs, self.queues[queue].url, attempt=attempt)
+        carried = envelope_from_sqs_record(record_from_received(copy, self.queues[queue].arn))
+        assert carried.event_id == of.event_id, "the retry copy carries the event it retries"
+        return copy
+
     def publish(self, env: Envelope) -> None:
         """Publish as the producer does: the envelope, with eventType as a message attribute."""
         self.sns.publish(
@@ -122,11 +140,27 @@ def report_generated(
     )
 
 
-def deliver(handler: Any, env: Envelope | str, *, queue: str, receive_count: int = 1) -> dict[str, Any]:
-    """One SQS delivery of ``env`` (SNS-wrapped, as the enveloped subscription delivers it)."""
+def deliver(
+    handler: Any,
+    env: Envelope | str,
+    *,
+    queue: str,
+    receive_count: int = 1,
+    message_attributes: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One SQS delivery of ``env`` (SNS-wrapped, as the enveloped subscription delivers it), with
+    ``message_attributes`` in the Lambda event format (e.g. a retry copy's ``relay.attempt``)."""
     body = sns_wrapped(env, topic=TOPIC) if isinstance(env, Envelope) else env
+    record = sqs_record(body, queue=queue, receive_count=receive_count, message_attributes=message_attributes)
+    result: dict[str, Any] = handler(sqs_event([record]), FakeContext())
+    return result
+
+
+def redeliver(handler: Any, world: ReportsWorld, queue: str, message: dict[str, Any]) -> dict[str, Any]:
+    """Deliver ``message`` (a ReceiveMessage result, e.g. a retry copy) from ``queue`` as the event
+    source mapping would."""
     result: dict[str, Any] = handler(
-        sqs_event([sqs_record(body, queue=queue, receive_count=receive_count)]), FakeContext()
+        sqs_event([record_from_received(message, world.queues[queue].arn)]), FakeContext()
     )
     return result
 

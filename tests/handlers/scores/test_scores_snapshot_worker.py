@@ -99,9 +99,14 @@ def test_a_second_run_that_would_compute_another_score_keeps_the_first_and_says_
 def test_a_job_interrupted_half_way_completes_on_redelivery_without_rewriting(
     world: ScoresWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from scores.handlers import snapshot_worker
     from scores.store import ScoresStore
     from scores.wiring import wiring
 
+    from relay.wiring import reset_all
+
+    monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")  # the retry copy is receivable at once
+    reset_all()
     seed_verifications(world)
     store = wiring().worker_store
     real_put = ScoresStore.put_snapshot_once
@@ -114,17 +119,22 @@ def test_a_job_interrupted_half_way_completes_on_redelivery_without_rewriting(
         return real_put(store, snapshot)
 
     monkeypatch.setattr(store, "put_snapshot_once", crash_on_second_agent)
-    interrupted = run(job())
-    assert len(interrupted["batchItemFailures"]) == 1  # transient: SQS delivers it again
+    interrupted_job = job()
+    interrupted = run(interrupted_job)
+    # Transient: handled (Lambda deletes it) and re-sent as a delayed copy of the same job.
+    assert interrupted == {"batchItemFailures": []}
+    copy = world.retry_copy(attempt=1, body=interrupted_job.to_json())
+    assert world.parked() == []
     assert set(scores_by_agent(world)) == {"agent-a"}
     written_first = world.snapshot("agent-a", HOUR)
 
     monkeypatch.setattr(store, "put_snapshot_once", lambda snapshot: real_put(store, snapshot))
-    resumed = run(job(), receive_count=2)
+    resumed = snapshot_worker.handler(world.lambda_event([copy]), FakeContext())
 
     assert resumed == {"batchItemFailures": []}
     assert set(scores_by_agent(world)) == {"agent-a", "agent-b"}
     assert world.snapshot("agent-a", HOUR) == written_first
+    assert world.receive() == [] and world.parked() == []  # done: nothing retried again, nothing parked
 
 
 def test_a_finished_job_delivered_again_does_not_rescan_the_verifications(world: ScoresWorld) -> None:

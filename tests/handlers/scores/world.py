@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay.idempotency import deserialize_item, serialize_item
-from tests.builders import ACCOUNT, FakeContext, record_from_received, sqs_event
+from tests.builders import ACCOUNT, FakeContext, record_from_received, retry_copy, sqs_event
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 
 REGION = "us-east-1"
@@ -84,6 +84,11 @@ class ScoresWorld:
 
     def lambda_event(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         return sqs_event(record_from_received(m, self.queue_arn) for m in messages)
+
+    def retry_copy(self, *, attempt: int = 1, body: str | None = None) -> dict[str, Any]:
+        """The one delayed copy the consumer re-sent to the snapshot queue to retry a transient failure
+        (waiting out its DelaySeconds), asserted to be retry ``attempt`` (a copy of ``body`` if given)."""
+        return retry_copy(self.sqs, self.queue_url, attempt=attempt, body=body)
 
     def parked(self) -> list[dict[str, Any]]:
         return list(

@@ -60,10 +60,17 @@ def apply_backoff(
     cap: float,
     jitter: float | random.Random | None = None,
     retry_after: float | None = None,
+    delay: int | None = None,
 ) -> int:
-    """Set the record's visibility to its backoff delay (one ChangeMessageVisibility); return it."""
-    receive_count = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
-    delay = backoff_delay(receive_count, base=base, cap=cap, jitter=jitter, retry_after=retry_after)
+    """Set the record's visibility to its backoff delay (one ChangeMessageVisibility); return it.
+
+    ``delay``: the delay already decided for this delivery (a ``relay.retry.RetryPlan``'s, which the
+    handler may have recorded as its next attempt time) instead of a new draw of the jitter.
+    """
+    if delay is None:
+        receive_count = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
+        delay = backoff_delay(receive_count, base=base, cap=cap, jitter=jitter, retry_after=retry_after)
+    delay = int(min(max(delay, 0), MAX_VISIBILITY_SECONDS))
     sqs_client.change_message_visibility(
         QueueUrl=queue_url, ReceiptHandle=record["receiptHandle"], VisibilityTimeout=delay
     )

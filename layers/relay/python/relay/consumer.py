@@ -5,7 +5,22 @@ Per record: unwrap the envelope, put its correlationId on every log line, call `
 * success -> reported handled (``Processed`` metric; ``Duplicate`` is counted by relay.idempotency);
 * PermanentError -> parked in the DLQ with the reason and reported handled (``Parked``); if the
   park itself fails, reported failed so SQS keeps the message -- never lost;
-* TransientError or anything unknown -> visibility backed off, reported failed (``Retried``).
+* TransientError or anything unknown (``Retried``), on a standard queue with a retry budget
+  (``RELAY_RETRY_BUDGET_SECONDS``, set by the QueueConsumer construct) -> re-sent to its own queue with
+  ``DelaySeconds`` (exponential backoff with jitter, at most 900 s), the original body byte for byte,
+  its attributes and ``relay.attempt`` / ``relay.firstFailureAt`` / ``relay.lastError``, then reported
+  handled (Lambda deletes the original). The copy is a new message whose ApproximateReceiveCount starts
+  at 1 again, so ``maxReceiveCount`` no longer counts transient failures, only crashes and timeouts of
+  the function itself; time does (``relay.retry``). A failure once the budget is spent since the first
+  one raises ``RetryBudgetSpent`` (permanent): parked with the reason. If the re-send fails, or the
+  original has more than 7 attributes of its own (SQS allows 10 per message and a copy must not lose
+  any), the record is retried in place instead, as below -- never lost;
+* TransientError or anything unknown on a FIFO queue (SQS refuses a per-message DelaySeconds there)
+  or without a budget -> visibility backed off (ChangeMessageVisibility), reported failed; after
+  ``maxReceiveCount`` receives the redrive policy moves it to the DLQ.
+
+A handler that records its own next attempt time calls ``ctx.plan_retry(error)`` before re-raising the
+transient error; the kernel then schedules exactly that plan (same delay).
 
 Standard queues report only the failed messageIds (``ReportBatchItemFailures`` must be enabled on
 the event source mapping -- the queue-consumer construct does that). FIFO queues stop at the
@@ -26,17 +41,26 @@ from aws_lambda_powertools.utilities.batch import (  # isort: skip
 )
 
 import functools
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from relay import consumer_env
 from relay.envelope import Envelope
 from relay.errors import PermanentError, RelayError, TransientError, classify
 from relay.observability import logger, metrics_batch, record_metric
+from relay.retry import (
+    RetryBudgetSpent,
+    RetryPlan,
+    error_text,
+    plan_retry,
+    retries_done,
+    retry_attributes,
+)
 from relay.unwrap import envelope_from_sqs_record
 
 if TYPE_CHECKING:
@@ -56,6 +80,9 @@ class ConsumerSettings:
     backoff_base_seconds: float = 2.0  # RELAY_BACKOFF_BASE_SECONDS
     backoff_cap_seconds: float = 900.0  # RELAY_BACKOFF_CAP_SECONDS
     visibility_timeout_seconds: int = 300  # RELAY_VISIBILITY_TIMEOUT_SECONDS, used by heartbeat()
+    # RELAY_RETRY_BUDGET_SECONDS: how long transient failures are re-sent with a delay (standard
+    # queues); None retries in place until maxReceiveCount.
+    retry_budget_seconds: float | None = None
     service: str = "relay"  # POWERTOOLS_SERVICE_NAME
 
     @classmethod
@@ -67,8 +94,22 @@ class ConsumerSettings:
             backoff_base_seconds=_number(env, consumer_env.BACKOFF_BASE_SECONDS, 2.0),
             backoff_cap_seconds=_number(env, consumer_env.BACKOFF_CAP_SECONDS, 900.0),
             visibility_timeout_seconds=int(_number(env, consumer_env.VISIBILITY_TIMEOUT_SECONDS, 300)),
+            retry_budget_seconds=_budget(env),
             service=env.get("POWERTOOLS_SERVICE_NAME") or "relay",
         )
+
+
+def _budget(env: Mapping[str, str]) -> float | None:
+    name = consumer_env.RETRY_BUDGET_SECONDS
+    if not env.get(name):
+        return None
+    budget = _number(env, name, 0.0)
+    if budget == 0:
+        raise ValueError(
+            f"environment variable {name}=0: a retry budget must be positive (unset it to retry in place "
+            "until maxReceiveCount)"
+        )
+    return budget
 
 
 def _number(env: Mapping[str, str], name: str, default: float) -> float:
@@ -120,6 +161,8 @@ class RecordContext:
         sqs_client: SQSClient,
         visibility_timeout_seconds: int = 300,
         received_at: float | None = None,
+        settings: ConsumerSettings | None = None,
+        fifo: bool | None = None,
     ) -> None:
         attributes = record.get("attributes", {}) or {}
         first_ms = attributes.get("ApproximateFirstReceiveTimestamp")
@@ -133,6 +176,85 @@ class RecordContext:
         # When this delivery was received, approximately (the batch start): anchors the 12 h limit.
         self.received_at = time.time() if received_at is None else received_at
         self._queue_url = queue_url
+        self.settings = settings or ConsumerSettings(visibility_timeout_seconds=visibility_timeout_seconds)
+        self.fifo = str(record.get("eventSourceARN", "")).endswith(".fifo") if fifo is None else fifo
+        self._plan: RetryPlan | RetryBudgetSpent | None = None
+
+    @property
+    def retries_by_time(self) -> bool:
+        """True when a transient failure is re-sent with a delay (a budget is set, the queue is not
+        FIFO); False when it is retried in place until ``maxReceiveCount``."""
+        return self.settings.retry_budget_seconds is not None and not self.fifo
+
+    @property
+    def retry_attempt(self) -> int:
+        """Which retry of the delay chain this delivery is (``relay.attempt``; 0: not a retry copy).
+        ``receive_count`` counts only this copy's receives: it starts at 1 again on every copy."""
+        return retries_done(self.record.get("messageAttributes"))
+
+    def plan_retry(self, error: BaseException, *, now: datetime | None = None) -> RetryPlan:
+        """The retry of this delivery after the transient ``error``, decided once: the first call
+        computes it, later calls (and the kernel, when the handler then raises a transient error)
+        get the same plan, so a handler can record ``plan.next_attempt_at`` on its entity before
+        re-raising and the message really comes back then.
+
+        With a retry budget on a standard queue it is the delayed re-send (``relay.retry``); raises
+        ``RetryBudgetSpent`` (a PermanentError: let it propagate, the message is parked) once the
+        budget is spent. On a FIFO queue or without a budget it describes the in-place back-off the
+        kernel will apply: ``delay_seconds`` is the visibility timeout it sets, ``attempt`` the receive
+        count, ``first_failure_at`` the first receive, ``budget_seconds`` infinite (``maxReceiveCount``
+        ends it, not time); it never raises.
+        """
+        if isinstance(self._plan, RetryBudgetSpent):
+            raise self._plan
+        if self._plan is not None:
+            return self._plan
+        moment = (now or datetime.now(UTC)).astimezone(UTC)
+        settings = self.settings
+        if self.retries_by_time:
+            assert settings.retry_budget_seconds is not None
+            try:
+                plan = plan_retry(
+                    self.record.get("messageAttributes"),
+                    error=error,
+                    now=moment,
+                    budget_seconds=settings.retry_budget_seconds,
+                    base=settings.backoff_base_seconds,
+                    cap=settings.backoff_cap_seconds,
+                )
+            except RetryBudgetSpent as spent:
+                self._plan = spent
+                raise
+        else:
+            plan = self._in_place_plan(error, moment)
+        self._plan = plan
+        return plan
+
+    @property
+    def planned_retry(self) -> RetryPlan | None:
+        """The plan ``plan_retry`` decided for this delivery, if it was called (and did not raise)."""
+        return self._plan if isinstance(self._plan, RetryPlan) else None
+
+    def _in_place_plan(self, error: BaseException, now: datetime) -> RetryPlan:
+        from relay.backoff import backoff_delay
+
+        settings = self.settings
+        # What relay.backoff.apply_backoff would set; the kernel applies this very delay.
+        delay = backoff_delay(
+            self.receive_count,
+            base=settings.backoff_base_seconds,
+            cap=settings.backoff_cap_seconds,
+            retry_after=getattr(error, "retry_after", None),
+        )
+        first = self.first_received_at
+        return RetryPlan(
+            attempt=self.receive_count,
+            delay_seconds=delay,
+            next_attempt_at=now + timedelta(seconds=delay),
+            first_failure_at=min(first, now) if first is not None else now,
+            budget_seconds=math.inf,
+            error=error_text(error),
+        )
 
     @property
     def queue_url(self) -> str:
@@ -195,7 +317,7 @@ def consume(
         return client_cache[0]
 
     def record_handler(record: SQSRecord) -> None:
-        _process_record(record.raw_event, handle, settings, client, batch_started)
+        _process_record(record.raw_event, handle, settings, client, batch_started, fifo=bool(fifo))
 
     with metrics_batch():
         response: dict[str, Any] = dict(
@@ -212,22 +334,26 @@ def _process_record(
     settings: ConsumerSettings,
     client: Callable[[], Any],
     batch_started: float,
+    *,
+    fifo: bool = False,
 ) -> None:
     log = logger()
     event_type: str | None = None
     log.append_keys(message_id=raw.get("messageId"))
+    context = RecordContext(
+        record=raw,
+        queue_url=lambda: _queue_url(raw, settings, client),
+        sqs_client=cast("SQSClient", _LazyClient(client)),
+        visibility_timeout_seconds=settings.visibility_timeout_seconds,
+        received_at=batch_started,
+        settings=settings,
+        fifo=fifo,
+    )
     try:
         envelope = envelope_from_sqs_record(raw)
         event_type = envelope.event_type
         log.set_correlation_id(envelope.correlation_id)
         log.append_keys(event_id=envelope.event_id, event_type=envelope.event_type)
-        context = RecordContext(
-            record=raw,
-            queue_url=lambda: _queue_url(raw, settings, client),
-            sqs_client=cast("SQSClient", _LazyClient(client)),
-            visibility_timeout_seconds=settings.visibility_timeout_seconds,
-            received_at=batch_started,
-        )
         handle(envelope, context)
         record_metric("Processed", event_type=event_type)
     except Exception as exc:
@@ -235,7 +361,20 @@ def _process_record(
         if isinstance(error, PermanentError):
             _park_or_fail(raw, error, settings, client, event_type)
             return
-        _back_off(raw, error, settings, client, event_type)
+        if context.retries_by_time:
+            try:
+                plan = context.plan_retry(error)
+            except RetryBudgetSpent as spent:
+                _park_or_fail(raw, spent, settings, client, event_type)
+                return
+            if _retry_later(raw, error, plan, settings, client, event_type):
+                return  # the delayed copy is in the queue: the original is reported handled
+            _back_off(raw, error, settings, client, event_type, delay=plan.delay_seconds)
+        else:
+            planned = context.planned_retry
+            _back_off(
+                raw, error, settings, client, event_type, delay=planned.delay_seconds if planned else None
+            )
         if error is exc:
             raise
         raise error from exc
@@ -256,6 +395,7 @@ def _park_or_fail(
     event_type: str | None,
 ) -> None:
     from relay.parking import park
+    from relay.retry import parking_record
 
     log = logger()
     if not settings.dlq_url:
@@ -269,7 +409,8 @@ def _park_or_fail(
         ) from error
     try:
         park(
-            raw,
+            # The chain's relay.firstFailureAt (epoch seconds) in the ISO form parking keeps.
+            parking_record(raw),
             error,
             sqs_client=client(),
             dlq_url=settings.dlq_url,
@@ -286,25 +427,76 @@ def _park_or_fail(
     log.warning("parked", extra={"error_class": type(error).__name__, "error": str(error)})
 
 
+def _retry_later(
+    raw: dict[str, Any],
+    error: RelayError,
+    plan: RetryPlan,
+    settings: ConsumerSettings,
+    client: Callable[[], Any],
+    event_type: str | None,
+) -> bool:
+    """Re-send the record to its own queue for ``plan``'s retry; False when it could not be (the
+    caller then retries it in place: the record is reported failed, never lost)."""
+    log = logger()
+    attributes, left_out = retry_attributes(raw.get("messageAttributes"), plan)
+    if left_out:
+        # A copy replaces the original (Lambda deletes it): dropping attributes would lose data that
+        # whoever reads them relies on. Retrying in place keeps the message as it is.
+        log.warning(
+            "message has more attributes than a retry copy can carry; retrying in place instead "
+            "(its receives count towards maxReceiveCount)",
+            extra={"attributes_left_out": left_out, "attempt": plan.attempt},
+        )
+        return False
+    try:
+        client().send_message(
+            QueueUrl=_queue_url(raw, settings, client),
+            MessageBody=raw.get("body", ""),
+            DelaySeconds=plan.delay_seconds,
+            MessageAttributes=attributes,
+        )
+    except Exception:
+        log.warning("could not re-send the message for its retry; retrying in place instead", exc_info=True)
+        return False
+    left = plan.budget_left_seconds(datetime.now(UTC))
+    record_metric("Retried", event_type=event_type)
+    log.warning(
+        "transient failure; retry scheduled",
+        extra={
+            "error_class": type(error).__name__,
+            "error": str(error),
+            "attempt": plan.attempt,
+            "delay_seconds": plan.delay_seconds,
+            "next_attempt_at": plan.next_attempt_at.isoformat().replace("+00:00", "Z"),
+            "budget_left_seconds": None if left is None else round(left),
+        },
+    )
+    return True
+
+
 def _back_off(
     raw: dict[str, Any],
     error: RelayError,
     settings: ConsumerSettings,
     client: Callable[[], Any],
     event_type: str | None,
+    *,
+    delay: int | None = None,
 ) -> None:
+    """Retry in place: ChangeMessageVisibility to ``delay`` (a plan's) or the record's back-off."""
     from relay.backoff import apply_backoff
 
     log = logger()
     retry_after = getattr(error, "retry_after", None)
     try:
-        delay: int | None = apply_backoff(
+        delay = apply_backoff(
             raw,
             sqs_client=client(),
             queue_url=_queue_url(raw, settings, client),
             base=settings.backoff_base_seconds,
             cap=settings.backoff_cap_seconds,
             retry_after=retry_after,
+            delay=delay,
         )
     except Exception:
         # Best effort: without it the message still comes back, after the queue's visibility timeout.

@@ -14,3 +14,6 @@ BACKOFF_BASE_SECONDS: Final = "RELAY_BACKOFF_BASE_SECONDS"
 BACKOFF_CAP_SECONDS: Final = "RELAY_BACKOFF_CAP_SECONDS"
 VISIBILITY_TIMEOUT_SECONDS: Final = "RELAY_VISIBILITY_TIMEOUT_SECONDS"
 """How far the heartbeat extends a long-running message each time (the queue's visibility timeout)."""
+RETRY_BUDGET_SECONDS: Final = "RELAY_RETRY_BUDGET_SECONDS"
+"""How long transient failures are retried (``relay.retry``): unset, a standard queue retries in place
+until ``maxReceiveCount``; set, it re-sends the message with a delay until the budget is spent, then parks."""

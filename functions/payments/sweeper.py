@@ -1,0 +1,262 @@
+"""The sweeper: nothing accepted is left behind past a DLQ.
+
+Every few minutes (EventBridge Scheduler -> the sweeps queue -> this function) it reads the deadline
+index of the operations table (``relay.deadlines``: only open work is in it, so this is one Query per
+shard, never a scan) and acts on what is overdue:
+
+* a non-terminal operation whose deadline passed has been silent: no attempt, no retry scheduled.
+  - Re-read consistently; if its deadline moved or it ended meanwhile, its work was merely late:
+    nothing to do.
+  - Its step's budget (in time, from entering the state) is spent -> it ends with the reason:
+    PENDING -> FAILED (nothing was ever submitted), PAYMENT_PROCESSING -> RECONCILING (the worker
+    then asks the legacy system), RECONCILING -> PAYMENT_UNRESOLVED, any charged state ->
+    INVOICE_FAILED.
+  - Otherwise its message is gone (parked, expired, deleted): the step is RE-DRIVEN through the
+    outbox with a new ``*RedriveDue`` event of that step. The step's downstream idempotency keys
+    (``{operationId}:payment``, ``{operationId}:invoice``) are derived from the operation, not the
+    event, so a re-drive can never charge or invoice twice.
+* an outbox row still unpublished after its grace period (its stream batch failed and went to the
+  stream DLQ) is published now and marked, exactly like the stream publisher does.
+
+Every write is conditional on what was read (state, version, deadline), so a sweep racing a worker,
+or two sweeps, cannot both act. Metrics: ``OperationsOverdue`` (alarmed), ``OperationsRedriven``,
+``OperationsGivenUp``, ``OutboxRepublished``, ``ClaimChecksExpiring`` (alarmed: the request of a
+non-terminal operation is within ``claim_check_warning_days`` of the bucket's expiry).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from payments.operations import AlreadyApplied, Operation, Status, parse_iso
+from payments.settings import Settings
+from payments.steps import (
+    PAYMENT_DONE,
+    REDRIVE_EVENT,
+    end_unsuccessfully,
+    on_stale,
+    plan_step,
+)
+from payments.store import OPERATION_KIND
+from payments.subscriptions import PAYMENT_RECONCILIATION_DUE
+from relay import deadlines
+from relay.envelope import Envelope, new_envelope
+from relay.idempotency import serialize_item
+from relay.observability import logger, record_metric
+from relay.outbox import OUTBOX_KIND, mark_published, sns_publisher
+
+if TYPE_CHECKING:
+    from mypy_boto3_sns import SNSClient
+
+    from payments.store import OperationStore
+
+# At most this many overdue items per sweep (the rest wait for the next one): a sweep stays well
+# inside its function timeout even after a long outage.
+MAX_ITEMS_PER_SWEEP = 500
+
+
+class SweepDeps(Protocol):
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> OperationStore: ...
+    @property
+    def sns(self) -> SNSClient: ...
+
+
+@dataclass
+class SweepReport:
+    overdue: int = 0
+    late: int = 0
+    redriven: int = 0
+    given_up: Counter[str] = field(default_factory=Counter)
+    republished: int = 0
+    claim_checks_expiring: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "overdue": self.overdue,
+            "late": self.late,
+            "redriven": self.redriven,
+            "givenUp": dict(self.given_up),
+            "republished": self.republished,
+            "claimChecksExpiring": self.claim_checks_expiring,
+        }
+
+
+def sweep(deps: SweepDeps, cause: Envelope, *, now: datetime | None = None) -> SweepReport:
+    """One sweep of the deadline index; ``cause`` is the schedule's SweepDue event."""
+    moment = now or datetime.now(UTC)
+    report = SweepReport()
+    store = deps.store
+    for item in deadlines.overdue(store.ddb, store.table_name, moment, limit=MAX_ITEMS_PER_SWEEP):
+        kind = item.get("kind")
+        if kind == OUTBOX_KIND:
+            _republish(deps, item, report)
+        elif kind == OPERATION_KIND:
+            _sweep_operation(deps, cause, str(item["operationId"]), moment, report)
+    for name, value in (
+        ("OperationsOverdue", report.overdue),
+        ("OperationsRedriven", report.redriven),
+        ("OperationsGivenUp", sum(report.given_up.values())),
+        ("OutboxRepublished", report.republished),
+        ("ClaimChecksExpiring", report.claim_checks_expiring),
+    ):
+        record_metric(name, value, event_type=cause.event_type)
+    logger().info("sweep done", extra={"sweep": report.to_json()})
+    return report
+
+
+def _sweep_operation(
+    deps: SweepDeps, cause: Envelope, operation_id: str, now: datetime, report: SweepReport
+) -> None:
+    operation = deps.store.get_operation(operation_id)  # consistent: the index may lag
+    if operation is None or operation.status.terminal:
+        return
+    if operation.deadline_at is None or operation.deadline_at > deadlines.epoch(now):
+        report.late += 1  # its deadline moved: the step is working, merely late
+        return
+    report.overdue += 1
+    settings = deps.settings
+    expires = parse_iso(operation.created_at) + timedelta(days=settings.claim_check_expiration_days)
+    if expires - now <= timedelta(days=settings.claim_check_warning_days):
+        report.claim_checks_expiring += 1
+        logger().error(
+            "claim check of a non-terminal operation is about to expire",
+            extra={
+                "operation_id": operation_id,
+                "status": str(operation.status),
+                "expires": expires.isoformat(),
+            },
+        )
+    in_state = (now - operation.since).total_seconds()
+    # The worker's own budget handling ends a step first; the sweeper gives it one silence more.
+    if in_state >= settings.budget_seconds(operation.status) + settings.silence_seconds:
+        _give_up(deps, cause, operation, int(in_state), now)
+        report.given_up[str(operation.status)] += 1
+        return
+    if _redrive(deps, cause, operation, now):
+        report.redriven += 1
+
+
+def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: int, now: datetime) -> None:
+    budget = deps.settings.budget_seconds(operation.status)
+    why = (
+        f"the {operation.status} step made no progress for {in_state} s (budget {budget} s)"
+        f"{f'; last error: {operation.last_error}' if operation.last_error else ''}"
+    )
+    try:
+        if operation.status is Status.PAYMENT_PROCESSING:
+            # Money may have moved: never FAILED from here, ask the legacy system first.
+            plan = plan_step(
+                deps.settings,
+                operation,
+                Status.RECONCILING,
+                now=now,
+                reconcile_reason=f"PaymentStepBudgetSpent: {why}",
+            )
+            ask = _step_event(PAYMENT_RECONCILIATION_DUE, operation, cause, "reconciliation-swept")
+            ask = ask.model_copy(update={"payload": {"attempt": 1}})
+            deps.store.apply(
+                [
+                    deps.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
+                    deps.store.outbox_write(operation.operation_id, ask),
+                ]
+            )
+        elif operation.status is Status.PENDING:
+            end_unsuccessfully(
+                deps,
+                cause,
+                operation,
+                Status.FAILED,
+                "PaymentNeverStarted",
+                f"{why}; the payment was never submitted, nothing was charged",
+                now=now,
+                marker=False,
+            )
+        elif operation.status is Status.RECONCILING:
+            end_unsuccessfully(
+                deps,
+                cause,
+                operation,
+                Status.PAYMENT_UNRESOLVED,
+                "PaymentUnresolved",
+                f"{why}; reconcile by hand with the legacy system",
+                now=now,
+                marker=False,
+            )
+        else:
+            end_unsuccessfully(
+                deps,
+                cause,
+                operation,
+                Status.INVOICE_FAILED,
+                "StepBudgetSpent",
+                f"{why}; payment {operation.payment_ref} was charged and is not refunded",
+                now=now,
+                marker=False,
+            )
+    except AlreadyApplied:
+        return  # it moved on meanwhile
+    logger().warning(
+        "sweeper gave up a step",
+        extra={"operation_id": operation.operation_id, "status": str(operation.status)},
+    )
+
+
+def _step_event(event_type: str, operation: Operation, cause: Envelope, label: str) -> Envelope:
+    return new_envelope(
+        event_type,
+        identity=[operation.operation_id, label, str(operation.status), str(operation.redrives + 1)],
+        ids=operation.ids(),
+        payload={"redrive": operation.redrives + 1, "status": str(operation.status)},
+        correlation_id=operation.correlation_id,
+        causation_id=cause.event_id,
+    )
+
+
+def _redrive(deps: SweepDeps, cause: Envelope, operation: Operation, now: datetime) -> bool:
+    event_type = REDRIVE_EVENT[operation.status]
+    event = _step_event(event_type, operation, cause, "redrive")
+    if event_type == PAYMENT_RECONCILIATION_DUE:
+        event = event.model_copy(update={"payload": {"attempt": 1, "redrive": operation.redrives + 1}})
+    deadline = now + timedelta(seconds=deps.settings.silence_seconds)
+    try:
+        deps.store.apply(
+            [
+                deps.store.redrive_write(
+                    operation,
+                    deadline=deadline,
+                    on_condition_failed=lambda _old: AlreadyApplied("the operation moved on"),
+                ),
+                deps.store.outbox_write(operation.operation_id, event),
+            ]
+        )
+    except AlreadyApplied:
+        return False
+    logger().warning(
+        "step re-driven: its message was gone",
+        extra={
+            "operation_id": operation.operation_id,
+            "status": str(operation.status),
+            "event_type": event_type,
+            "redrive": operation.redrives + 1,
+        },
+    )
+    return True
+
+
+def _republish(deps: SweepDeps, row: dict[str, Any], report: SweepReport) -> None:
+    """Publish an outbox row the stream publisher never got to, then mark it like the publisher does
+    (a publish racing the stream publisher is a duplicate, which consumers dedupe by eventId)."""
+    envelope = Envelope.from_json(str(row["envelope"]))
+    sns_publisher(deps.settings.require("events_topic_arn"), deps.sns)(envelope, row)
+    mark_published(deps.store.ddb, deps.store.table_name, serialize_item({"pk": row["pk"], "sk": row["sk"]}))
+    report.republished += 1
+    logger().warning(
+        "outbox row re-published by the sweeper",
+        extra={"event_id": envelope.event_id, "event_type": envelope.event_type, "sk": row["sk"]},
+    )

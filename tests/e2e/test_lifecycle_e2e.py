@@ -1,0 +1,172 @@
+"""No operation left behind, end to end through the sandbox (fast clock: back-off 1-4 s, a step silent
+5 s counts as stranded): an outage longer than the old receive-count budget, a reply lost after the
+charge, an invoice refused for good, and an operation whose message was deleted from its queue."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import requests
+
+from local.emulator import client
+from local.fakes._server import FakeService
+from local.sandbox import Sandbox
+
+pytestmark = pytest.mark.e2e
+
+TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED"}
+
+
+def payment(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "paymentId": f"pay-{uuid.uuid4().hex[:10]}",
+        "amount": "19.90",
+        "currency": "EUR",
+        "payer": "lifecycle",
+        "payee": "relay-shop",
+        "details": {},
+    }
+    body.update(overrides)
+    return body
+
+
+def accept(sb: Sandbox, body: dict[str, Any]) -> str:
+    response = requests.post(
+        f"{sb.api_url}/payments", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}, timeout=30
+    )
+    assert response.status_code == 202, response.text
+    return str(response.json()["operationId"])
+
+
+def view(sb: Sandbox, operation_id: str) -> dict[str, Any]:
+    return dict(requests.get(f"{sb.api_url}/operations/{operation_id}", timeout=30).json())
+
+
+def wait_for(sb: Sandbox, operation_id: str, statuses: set[str], timeout: float = 90) -> dict[str, Any]:
+    deadline = time.time() + timeout
+    current: dict[str, Any] = {}
+    while time.time() < deadline:
+        current = view(sb, operation_id)
+        if current.get("status") in statuses:
+            return current
+        time.sleep(0.5)
+    raise AssertionError(f"operation {operation_id} not in {statuses} after {timeout} s: {current}")
+
+
+@contextmanager
+def knobs(fake: FakeService[Any], **values: Any) -> Iterator[None]:
+    before = fake.knobs
+    fake.set_knobs(**values)
+    try:
+        yield
+    finally:
+        fake.set_knobs(**{name: getattr(before, name) for name in values})
+
+
+def queue_url(sb: Sandbox, suffix: str) -> str:
+    return next(url for name, url in sb.topology.queues.items() if name.endswith(suffix))
+
+
+def dlq_depth(sb: Sandbox, suffix: str) -> int:
+    sqs = client("sqs", sb.endpoint)
+    attrs = sqs.get_queue_attributes(QueueUrl=queue_url(sb, suffix), AttributeNames=["All"])["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def fire_sweeper(sb: Sandbox) -> None:
+    (firing,) = sb.fire_schedule(sb.schedule_named("payments-sweep"))
+    assert firing.sent, firing.error
+    deadline = time.time() + 30
+    sqs = client("sqs", sb.endpoint)
+    while time.time() < deadline:
+        attrs = sqs.get_queue_attributes(QueueUrl=queue_url(sb, "payments-sweeps"), AttributeNames=["All"])[
+            "Attributes"
+        ]
+        if attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"] == "0":
+            if sb.in_flight() == 0:
+                return
+        time.sleep(0.3)
+    raise AssertionError("the sweep was not processed within 30 s")
+
+
+def max_receive_count(sb: Sandbox, suffix: str) -> int:
+    sqs = client("sqs", sb.endpoint)
+    attrs = sqs.get_queue_attributes(QueueUrl=queue_url(sb, suffix), AttributeNames=["RedrivePolicy"])
+    return int(json.loads(attrs["Attributes"]["RedrivePolicy"])["maxReceiveCount"])
+
+
+def test_a_legacy_outage_longer_than_the_old_budget_recovers_with_every_payment_charged_once(
+    sandbox: Sandbox,
+) -> None:
+    # The old budget: this many receives, then the redrive policy moved the message to the DLQ.
+    old_budget = max_receive_count(sandbox, "payments-payment-requests")
+    dlq_before = dlq_depth(sandbox, "payments-payment-requests-dlq")
+    with knobs(sandbox.legacy, outage=True):
+        operations = [accept(sandbox, payment()) for _ in range(3)]
+        deadline = time.time() + 60
+        # Until every payment has been refused more often than maxReceiveCount would ever allow.
+        while time.time() < deadline:
+            attempts = [view(sandbox, op).get("attempts") or 0 for op in operations]
+            if min(attempts) > old_budget:
+                break
+            time.sleep(1)
+        assert min(attempts) > old_budget, attempts
+        assert {view(sandbox, op)["status"] for op in operations} == {"PAYMENT_PROCESSING"}
+        assert all(view(sandbox, op)["nextAttemptAt"] for op in operations)
+
+    for op in operations:
+        assert wait_for(sandbox, op, TERMINAL)["status"] == "COMPLETED"
+    charges = sandbox.legacy.charges_by_operation()
+    assert [charges.get(op) for op in operations] == [1, 1, 1]
+    assert dlq_depth(sandbox, "payments-payment-requests-dlq") == dlq_before
+
+
+def test_a_reply_lost_after_the_charge_is_reconciled_to_completed_charged_once(sandbox: Sandbox) -> None:
+    with knobs(sandbox.legacy, fail_after_commit_rate=1.0, fail_after_commit_mode="drop"):
+        operation_id = accept(sandbox, payment())
+        done = wait_for(sandbox, operation_id, TERMINAL)
+
+    assert done["status"] == "COMPLETED"
+    payment_steps = [s["status"] for s in done["steps"] if s["step"] == "payment"]
+    assert payment_steps == ["STARTED", "RECONCILING", "COMPLETED"]
+    assert sandbox.legacy.charges_by_operation()[operation_id] == 1
+    assert sandbox.invoices.invoices_by_operation()[operation_id] == 1
+
+
+def test_an_invoice_refused_for_good_ends_in_invoice_failed_charged_and_not_invoiced(
+    sandbox: Sandbox,
+) -> None:
+    with knobs(sandbox.invoices, refuse_payers=frozenset({"no-invoice"})):
+        operation_id = accept(sandbox, payment(payer="no-invoice"))
+        ended = wait_for(sandbox, operation_id, TERMINAL)
+
+    assert ended["status"] == "INVOICE_FAILED"
+    assert ended["error"]["code"] == "InvoiceRefused"
+    assert ended["results"]["paymentRef"] in ended["error"]["message"]
+    assert sandbox.legacy.charges_by_operation()[operation_id] == 1
+    assert sandbox.invoices.invoices_by_operation().get(operation_id) is None
+
+
+def test_an_operation_whose_message_was_deleted_is_swept_and_completes(sandbox: Sandbox) -> None:
+    sqs = client("sqs", sandbox.endpoint)
+    with knobs(sandbox.legacy, outage=True):
+        operation_id = accept(sandbox, payment())
+        wait_for(sandbox, operation_id, {"PAYMENT_PROCESSING"})
+        while not view(sandbox, operation_id).get("nextAttemptAt"):
+            time.sleep(0.2)
+        # The retry copy waits (delayed) in the queue: delete it, as an operator's purge would.
+        sqs.purge_queue(QueueUrl=queue_url(sandbox, "payments-payment-requests"))
+    time.sleep(10)  # past the next attempt (≤ 4 s) plus the 5 s of silence
+    assert view(sandbox, operation_id)["status"] == "PAYMENT_PROCESSING", "stranded: nothing moves it"
+
+    fire_sweeper(sandbox)
+
+    done = wait_for(sandbox, operation_id, TERMINAL)
+    assert done["status"] == "COMPLETED"
+    assert sandbox.legacy.charges_by_operation()[operation_id] == 1
