@@ -221,19 +221,10 @@ class Scenario:
         return self.report(poison_id, duplicates_sent, out)
 
     def sweep(self, out: Any) -> None:
-        """Fire the payments sweeper once (its schedule runs every few minutes on real time) and wait
-        until it has run: whatever it finds overdue it re-drives or ends, and the report then counts
-        what is still stranded."""
-        (firing,) = self.sb.fire_schedule(self.sb.schedule_named("payments-sweep"))
-        sent = f"message {str(firing.message_id)[:8]}" if firing.sent else f"not sent: {firing.error}"
-        print(f"  payments sweeper fired ({sent})", file=out)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            queues = snapshot(self.sb.state())["queues"]
-            busy = sum(q["visible"] + q["inFlight"] for name, q in queues.items() if name.endswith("sweeps"))
-            if not busy and self.sb.in_flight() == 0:
-                return
-            time.sleep(0.5)
+        """Fire the payments sweeper once and wait for it: whatever it finds overdue it re-drives or
+        ends, and the report then counts what is still stranded."""
+        firing = lifecycle.sweep_now(self.sb)
+        print(f"  payments sweeper fired (message {str(firing.message_id)[:8]})", file=out)
 
     def report(self, poison_id: str, duplicates_sent: int, out: Any) -> bool:
         charges = self.sb.legacy.charges_by_operation()

@@ -8,11 +8,19 @@ fired once at the end, both counts must be 0.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from local.emulator import client
+
+if TYPE_CHECKING:
+    from local.eventbridge import Firing
+    from local.sandbox import Sandbox
+
+SWEEP_SCHEDULE = "payments-sweep"
+SWEEPS_QUEUE = "payments-sweeps"
 
 
 def operations_table(tables: Any) -> str:
@@ -40,3 +48,23 @@ def retries(endpoint: str, table: str) -> int:
     ):
         total += sum(int(item["retries"]["N"]) for item in page.get("Items", []))
     return total
+
+
+def sweep_now(sb: Sandbox, *, timeout: float = 30.0) -> Firing:
+    """Fire the payments sweeper's schedule (it runs every few minutes on real time) and wait until
+    the sweep has been processed: its queue empty, nothing in flight."""
+    (firing,) = sb.fire_schedule(sb.schedule_named(SWEEP_SCHEDULE))
+    if not firing.sent:
+        raise RuntimeError(f"the sweep schedule could not send: {firing.error}")
+    url = next(url for name, url in sb.topology.queues.items() if name.endswith(SWEEPS_QUEUE))
+    sqs = client("sqs", sb.endpoint)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        waiting = int(attrs["ApproximateNumberOfMessages"]) + int(
+            attrs["ApproximateNumberOfMessagesNotVisible"]
+        )
+        if waiting == 0 and sb.in_flight() == 0:
+            return firing
+        time.sleep(0.3)
+    raise TimeoutError(f"the sweep was not processed within {timeout:g} s")

@@ -5,6 +5,7 @@ come from the stage config.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import ClassVar
 
 from pydantic import Field, field_validator
@@ -54,6 +55,11 @@ class Settings(OutboxSettings):
             Status.POST_PROCESSING: self.post_processing_budget_seconds,
             Status.INVOICE_PENDING: self.invoice_budget_seconds,
         }[status]
+
+    def deadline_after(self, moment: datetime) -> datetime:
+        """The deadline of a step whose next attempt is due at ``moment``: silent past it, the
+        sweeper takes the step's message for lost."""
+        return moment + timedelta(seconds=self.silence_seconds)
 
     @property
     def deadlines(self) -> dict[Status, int]:

@@ -419,7 +419,7 @@ def _retry_later(
         plan = ctx.plan_retry(error)
     except RetryBudgetSpent as spent:
         return spent
-    deadline = plan.next_attempt_at + timedelta(seconds=deps.settings.silence_seconds)
+    deadline = deps.settings.deadline_after(plan.next_attempt_at)
     try:
         deps.store.apply(
             [
@@ -567,6 +567,21 @@ def _send_to_self(ctx: RecordContext, event: Envelope, delay: int) -> None:
     )
 
 
+def _send_check(
+    ctx: RecordContext,
+    operation: Operation,
+    cause: Envelope,
+    event_type: str,
+    label: str,
+    attempt: int,
+    delay: int,
+) -> datetime:
+    """Send the ``attempt``-th delayed check of a chain (status or reconciliation); returns when it is due."""
+    check = _event(event_type, operation, cause, f"{label}-{attempt}", payload={"attempt": attempt})
+    _send_to_self(ctx, check, delay)
+    return datetime.now(UTC) + timedelta(seconds=delay)
+
+
 def _check_delay(deps: StepDeps, attempt: int) -> int:
     delay = backoff_delay(
         attempt, base=float(deps.settings.payment_check_base_delay_seconds), cap=float(MAX_SQS_DELAY_SECONDS)
@@ -596,15 +611,7 @@ def _schedule_check(
         return
     attempt = _attempt(envelope) + 1
     delay = _check_delay(deps, attempt)
-    check = _event(
-        PAYMENT_STATUS_CHECK_DUE,
-        operation,
-        envelope,
-        f"payment-check-{attempt}",
-        payload={"attempt": attempt},
-    )
-    _send_to_self(ctx, check, delay)
-    next_at = moment + timedelta(seconds=delay)
+    next_at = _send_check(ctx, operation, envelope, PAYMENT_STATUS_CHECK_DUE, "payment-check", attempt, delay)
     _commit(
         deps,
         envelope,
@@ -613,7 +620,7 @@ def _schedule_check(
                 operation.operation_id,
                 now_iso(accepted_at),
                 next_attempt_at=next_at,
-                deadline=next_at + timedelta(seconds=deps.settings.silence_seconds),
+                deadline=deps.settings.deadline_after(next_at),
                 on_condition_failed=_accepted_stale(operation),
             )
         ],
@@ -631,15 +638,9 @@ def _reconciliation_check(
     """Send the ``attempt``-th delayed PaymentReconciliationDue; returns (delay, when)."""
     # Never sooner than the legacy client's timeout: a call that timed out has landed by then.
     delay = max(_check_delay(deps, attempt), min(int(deps.settings.legacy_timeout_seconds) + 1, 900))
-    check = _event(
-        PAYMENT_RECONCILIATION_DUE,
-        operation,
-        cause,
-        f"reconciliation-{attempt}",
-        payload={"attempt": attempt},
+    return delay, _send_check(
+        ctx, operation, cause, PAYMENT_RECONCILIATION_DUE, "reconciliation", attempt, delay
     )
-    _send_to_self(ctx, check, delay)
-    return delay, datetime.now(UTC) + timedelta(seconds=delay)
 
 
 def _start_reconciling(
@@ -664,7 +665,7 @@ def _start_reconciling(
         now=now,
         reconcile_reason=f"{code}: {reason}",
         next_attempt_at=next_at,
-        deadline_at=next_at + timedelta(seconds=deps.settings.silence_seconds),
+        deadline_at=deps.settings.deadline_after(next_at),
     )
     _commit(
         deps,
@@ -739,7 +740,7 @@ def _reconcile(
             deps.store.retry_write(
                 operation,
                 next_attempt_at=next_at,
-                deadline=next_at + timedelta(seconds=deps.settings.silence_seconds),
+                deadline=deps.settings.deadline_after(next_at),
                 error=unknown,
                 on_condition_failed=_accepted_stale(operation, Status.RECONCILING),
             )

@@ -223,7 +223,7 @@ def _redrive(deps: SweepDeps, cause: Envelope, operation: Operation, now: dateti
     event = _step_event(event_type, operation, cause, "redrive")
     if event_type == PAYMENT_RECONCILIATION_DUE:
         event = event.model_copy(update={"payload": {"attempt": 1, "redrive": operation.redrives + 1}})
-    deadline = now + timedelta(seconds=deps.settings.silence_seconds)
+    deadline = deps.settings.deadline_after(now)
     try:
         deps.store.apply(
             [

@@ -31,9 +31,8 @@ def nothing_left_behind(sb: Sandbox) -> None:
     """After every e2e test: the sweeper, fired once, leaves no operation non-terminal past its
     deadline and no outbox row unpublished past its grace (issue 14's "done when")."""
     from local import lifecycle
-    from tests.e2e.test_lifecycle_e2e import fire_sweeper
 
-    fire_sweeper(sb)
+    lifecycle.sweep_now(sb)
     left = lifecycle.stranded(sb.endpoint, lifecycle.operations_table(sb.topology.tables))
     assert not left, f"left behind after the e2e run: {dict(left)}"
 

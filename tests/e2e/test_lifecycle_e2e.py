@@ -14,26 +14,15 @@ from typing import Any
 import pytest
 import requests
 
+from local import lifecycle
 from local.emulator import client
 from local.fakes._server import FakeService
 from local.sandbox import Sandbox
+from tests.e2e.test_payments_e2e import payment, queue_url
 
 pytestmark = pytest.mark.e2e
 
 TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED"}
-
-
-def payment(**overrides: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "paymentId": f"pay-{uuid.uuid4().hex[:10]}",
-        "amount": "19.90",
-        "currency": "EUR",
-        "payer": "lifecycle",
-        "payee": "relay-shop",
-        "details": {},
-    }
-    body.update(overrides)
-    return body
 
 
 def accept(sb: Sandbox, body: dict[str, Any]) -> str:
@@ -69,30 +58,10 @@ def knobs(fake: FakeService[Any], **values: Any) -> Iterator[None]:
         fake.set_knobs(**{name: getattr(before, name) for name in values})
 
 
-def queue_url(sb: Sandbox, suffix: str) -> str:
-    return next(url for name, url in sb.topology.queues.items() if name.endswith(suffix))
-
-
 def dlq_depth(sb: Sandbox, suffix: str) -> int:
     sqs = client("sqs", sb.endpoint)
     attrs = sqs.get_queue_attributes(QueueUrl=queue_url(sb, suffix), AttributeNames=["All"])["Attributes"]
     return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
-
-
-def fire_sweeper(sb: Sandbox) -> None:
-    (firing,) = sb.fire_schedule(sb.schedule_named("payments-sweep"))
-    assert firing.sent, firing.error
-    deadline = time.time() + 30
-    sqs = client("sqs", sb.endpoint)
-    while time.time() < deadline:
-        attrs = sqs.get_queue_attributes(QueueUrl=queue_url(sb, "payments-sweeps"), AttributeNames=["All"])[
-            "Attributes"
-        ]
-        if attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"] == "0":
-            if sb.in_flight() == 0:
-                return
-        time.sleep(0.3)
-    raise AssertionError("the sweep was not processed within 30 s")
 
 
 def max_receive_count(sb: Sandbox, suffix: str) -> int:
@@ -108,7 +77,7 @@ def test_a_legacy_outage_longer_than_the_old_budget_recovers_with_every_payment_
     old_budget = max_receive_count(sandbox, "payments-payment-requests")
     dlq_before = dlq_depth(sandbox, "payments-payment-requests-dlq")
     with knobs(sandbox.legacy, outage=True):
-        operations = [accept(sandbox, payment()) for _ in range(3)]
+        operations = [accept(sandbox, payment(payer="lifecycle")) for _ in range(3)]
         deadline = time.time() + 60
         # Until every payment has been refused more often than maxReceiveCount would ever allow.
         while time.time() < deadline:
@@ -165,7 +134,7 @@ def test_an_operation_whose_message_was_deleted_is_swept_and_completes(sandbox: 
     time.sleep(10)  # past the next attempt (≤ 4 s) plus the 5 s of silence
     assert view(sandbox, operation_id)["status"] == "PAYMENT_PROCESSING", "stranded: nothing moves it"
 
-    fire_sweeper(sandbox)
+    lifecycle.sweep_now(sandbox)
 
     done = wait_for(sandbox, operation_id, TERMINAL)
     assert done["status"] == "COMPLETED"
