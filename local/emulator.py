@@ -96,6 +96,8 @@ _MOTO_MAIN = """
 import sys
 from local.moto_patches import install_for_server
 install_for_server()
+from local.sqs_admin import install as serve_queue_ages
+serve_queue_ages()
 from local.iam_enforcer import install as enforce_iam
 enforce_iam()
 from moto.server import main

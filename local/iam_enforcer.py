@@ -234,6 +234,19 @@ def _secret_arn(account: str, region: str) -> Callable[[str], str | None]:
     return resolve
 
 
+def _dead_letter_sources(dlq_arn: str) -> list[str]:
+    """The ARNs of the queues whose redrive policy targets ``dlq_arn`` (a redrive without a
+    DestinationArn sends to them)."""
+    try:
+        from moto.sqs.models import sqs_backends
+
+        _, _, _, region, account, name = dlq_arn.split(":")
+        backend = sqs_backends[account][region]
+        return [str(queue.queue_arn) for queue in backend.list_dead_letter_source_queues(name)]
+    except Exception:  # not a queue ARN, or no such queue: moto answers the error after the check
+        return []
+
+
 def _object_exists(account: str, bucket: str, key: str) -> bool:
     try:
         from moto.s3.models import s3_backends
@@ -377,7 +390,11 @@ def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
         request = _request(environ, service, region, state.account)
         caller = fn.principal.caller
         try:
-            checks = checks_for(request, secret_arn=_secret_arn(state.account, region))
+            checks = checks_for(
+                request,
+                secret_arn=_secret_arn(state.account, region),
+                dead_letter_sources=_dead_letter_sources,
+            )
         except Unmodelled as exc:
             check = Check(f"{service}:?", request.path or "*", "?")
             decision = Decision(

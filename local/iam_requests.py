@@ -3,9 +3,10 @@
 A request can need several authorizations: a ``TransactWriteItems`` needs ``dynamodb:PutItem`` /
 ``UpdateItem`` / ``DeleteItem`` / ``ConditionCheckItem`` on each table its items touch, a
 ``BatchWriteItem`` ``dynamodb:BatchWriteItem`` on each table, an S3 copy ``s3:GetObject`` on the source
-too. Each is a ``Check``; the request proceeds only if every check is allowed. A request the sandbox
-cannot map is an ``Unmodelled`` error, so that a new call fails loudly here instead of passing a check
-it was never given.
+too, a DLQ redrive (``StartMessageMoveTask``) the receive and delete actions on the DLQ and
+``sqs:SendMessage`` on each destination. Each is a ``Check``; the request proceeds only if every check
+is allowed. A request the sandbox cannot map is an ``Unmodelled`` error, so that a new call fails loudly
+here instead of passing a check it was never given.
 
 The service comes from the SigV4 credential scope (``Credential=AKID/date/region/<service>/aws4_request``),
 the operation from the protocol: ``X-Amz-Target`` for the JSON services (DynamoDB, Streams, SQS, Secrets
@@ -15,6 +16,7 @@ for S3 (path-style, as boto3 addresses a custom endpoint).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,11 +141,57 @@ def _queue_arn(request: Request, url: str) -> str:
     return f"arn:aws:sqs:{request.region}:{parts[-2]}:{parts[-1]}"
 
 
-def _sqs(request: Request) -> list[Check]:
+# DLQ redrive. Each operation needs more than its own action: the SQS Developer Guide ("Troubleshoot
+# Amazon SQS dead-letter queue and DLQ redrive issues", AccessDenied) lists, on the DLQ (the task's
+# source), the action plus ReceiveMessage, DeleteMessage and GetQueueAttributes (ListMessageMoveTasks:
+# GetQueueAttributes only), and sqs:SendMessage on the destination queue. Without a DestinationArn the
+# destinations are the DLQ's source queues (the queues whose RedrivePolicy targets it). kms:Decrypt /
+# GenerateDataKey apply to KMS-encrypted queues only; the templates' queues use SSE-SQS.
+_DRAIN = ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
+_MOVE_TASK_DLQ_ACTIONS = {
+    "StartMessageMoveTask": ("StartMessageMoveTask", *_DRAIN),
+    "CancelMessageMoveTask": ("CancelMessageMoveTask", *_DRAIN),
+    "ListMessageMoveTasks": ("ListMessageMoveTasks", "GetQueueAttributes"),
+}
+
+
+def _task_handle_source(handle: Any) -> str:
+    """The source queue ARN in a move task's handle: AWS's handle is base64 of
+    ``{"taskId": ..., "sourceArn": ...}`` (``local.moto_patches`` makes them so too)."""
+    try:
+        source = json.loads(base64.b64decode(str(handle), validate=True))["sourceArn"]
+    except (ValueError, TypeError, KeyError) as exc:  # binascii.Error is a ValueError
+        raise Unmodelled(
+            f"SQS CancelMessageMoveTask with a TaskHandle that is not a move task's: {exc}"
+        ) from exc
+    return str(source)
+
+
+def _sqs_move_task(
+    operation: str, body: dict[str, Any], dead_letter_sources: Callable[[str], list[str]]
+) -> list[Check]:
+    dlq = (
+        _task_handle_source(body.get("TaskHandle"))
+        if operation == "CancelMessageMoveTask"
+        else body.get("SourceArn")
+    )
+    if not isinstance(dlq, str) or not dlq.startswith("arn:"):
+        raise Unmodelled(f"SQS {operation} without a source queue ARN")
+    checks = [Check(f"sqs:{action}", dlq, operation) for action in _MOVE_TASK_DLQ_ACTIONS[operation]]
+    if operation == "StartMessageMoveTask":
+        destination = body.get("DestinationArn")
+        destinations = [str(destination)] if destination else dead_letter_sources(dlq)
+        checks += [Check("sqs:SendMessage", arn, operation) for arn in destinations]
+    return checks
+
+
+def _sqs(request: Request, dead_letter_sources: Callable[[str], list[str]]) -> list[Check]:
     if "x-amz-target" not in request.headers:
         raise Unmodelled("SQS query-protocol request (botocore uses the JSON protocol)")
     operation = _target(request)
     body = _json(request)
+    if operation in _MOVE_TASK_DLQ_ACTIONS:
+        return _sqs_move_task(operation, body, dead_letter_sources)
     action = "sqs:" + _SQS_BATCH.get(operation, operation)
     if operation == "ListQueues":
         return [Check(action, "*", operation)]
@@ -294,13 +342,19 @@ def _query_service(prefix: str) -> Callable[[Request], list[Check]]:
     return checks
 
 
-def checks_for(request: Request, *, secret_arn: Any = lambda _id: None) -> list[Check]:
-    """Every authorization ``request`` needs. ``secret_arn(id)`` resolves a secret name to its ARN."""
+def checks_for(
+    request: Request,
+    *,
+    secret_arn: Any = lambda _id: None,
+    dead_letter_sources: Callable[[str], list[str]] = lambda _arn: [],
+) -> list[Check]:
+    """Every authorization ``request`` needs. ``secret_arn(id)`` resolves a secret name to its ARN;
+    ``dead_letter_sources(dlq_arn)`` lists the ARNs of the queues whose redrive policy targets a DLQ."""
     service = request.service
     if service == "dynamodb":
         return _dynamodb(request)
     if service == "sqs":
-        return _sqs(request)
+        return _sqs(request, dead_letter_sources)
     if service == "sns":
         return _sns(request)
     if service == "s3":

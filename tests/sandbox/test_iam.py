@@ -4,6 +4,7 @@ through botocore against a real moto server so the error codes are the ones the 
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.request
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
-from local import iam_enforcer
+from local import iam_enforcer, moto_patches
 from local.emulator import ACCOUNT_ID, REGION, free_port
 from local.iam import Caller, PolicyError, Principal, decide, matches, parse_policy
 from local.iam_requests import Request, checks_for
@@ -175,6 +176,32 @@ def test_sqs_batches_sns_publishes_and_s3_objects_map_to_their_iam_actions() -> 
     assert (listing[0].action, listing[0].resource) == ("s3:ListBucket", "arn:aws:s3:::bucket")
 
 
+def test_a_dlq_redrive_needs_the_drain_actions_on_the_dlq_and_send_message_on_each_destination() -> None:
+    dlq, source = (f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{name}" for name in ("work-dlq", "work"))
+    drain = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
+
+    def needs(target: str, body: dict[str, Any], **resolvers: Any) -> list[tuple[str, str]]:
+        checks = checks_for(_request("sqs", f"AmazonSQS.{target}", body), **resolvers)
+        return [(c.action, c.resource) for c in checks]
+
+    to = {"SourceArn": dlq, "DestinationArn": f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:elsewhere"}
+    assert needs("StartMessageMoveTask", to) == [
+        *((a, dlq) for a in ["sqs:StartMessageMoveTask", *drain]),
+        ("sqs:SendMessage", to["DestinationArn"]),
+    ]
+    # Without a DestinationArn the messages go back to the DLQ's source queues.
+    back = needs("StartMessageMoveTask", {"SourceArn": dlq}, dead_letter_sources=lambda arn: [source])
+    assert back[-1] == ("sqs:SendMessage", source)
+    handle = base64.b64encode(json.dumps({"taskId": "t-1", "sourceArn": dlq}).encode()).decode()
+    assert needs("CancelMessageMoveTask", {"TaskHandle": handle}) == [
+        (a, dlq) for a in ["sqs:CancelMessageMoveTask", *drain]
+    ]
+    assert needs("ListMessageMoveTasks", {"SourceArn": dlq}) == [
+        ("sqs:ListMessageMoveTasks", dlq),
+        ("sqs:GetQueueAttributes", dlq),
+    ]
+
+
 # -- the emulator's answers, through botocore ----------------------------------------------------------
 
 
@@ -323,3 +350,60 @@ def test_requests_signed_with_other_keys_are_not_restricted(emulator: str) -> No
     assert (
         _code(lambda: _client("sqs", emulator, "ASIAWORKER").create_queue(QueueName="x"))[0] == "AccessDenied"
     )
+
+
+def test_a_function_may_redrive_only_a_dlq_and_to_a_destination_it_was_granted(emulator: str) -> None:
+    remove = moto_patches.message_move_tasks()
+    try:
+        admin = _client("sqs", emulator)
+        arns = {}
+        for name in ("work", "other"):
+            dlq_url = admin.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+            arns[f"{name}-dlq"] = f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{name}-dlq"
+            policy = json.dumps({"deadLetterTargetArn": arns[f"{name}-dlq"], "maxReceiveCount": 1})
+            admin.create_queue(QueueName=name, Attributes={"RedrivePolicy": policy})
+            arns[name] = f"arn:aws:sqs:{REGION}:{ACCOUNT_ID}:{name}"
+            admin.send_message(QueueUrl=dlq_url, MessageBody="{}")
+        drain = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"]
+        redrive = [
+            "sqs:StartMessageMoveTask",
+            "sqs:ListMessageMoveTasks",
+            "sqs:CancelMessageMoveTask",
+            *drain,
+        ]
+        _put_model(
+            emulator,
+            [
+                allow(redrive, [arns["work-dlq"], arns["other-dlq"]]),
+                allow("sqs:SendMessage", arns["work"]),  # not to "other"
+            ],
+            {},
+        )
+        fn = _client("sqs", emulator, "ASIAWORKER")
+
+        fn.start_message_move_task(SourceArn=arns["work-dlq"], DestinationArn=arns["work"])
+        assert (
+            fn.list_message_move_tasks(SourceArn=arns["work-dlq"])["Results"][0]["SourceArn"]
+            == arns["work-dlq"]
+        )
+        code, message = _code(
+            lambda: fn.start_message_move_task(SourceArn=arns["other-dlq"], DestinationArn=arns["other"])
+        )
+        assert code == "AccessDenied"
+        assert f"sqs:SendMessage on resource: {arns['other']}" in message
+        # No DestinationArn: the send is to the DLQ's source queue, which is not granted either.
+        assert _code(lambda: fn.start_message_move_task(SourceArn=arns["other-dlq"]))[0] == "AccessDenied"
+        denials = json.loads(urllib.request.urlopen(f"{emulator}/_relay/iam/denials").read())
+        assert [(d["action"], d["resource"]) for d in denials] == [("sqs:SendMessage", arns["other"])] * 2
+
+        # Without the redrive grants on the DLQ (the model replaced), even listing is denied.
+        _put_model(emulator, [allow("sqs:SendMessage", "*")], {})
+        code, message = _code(lambda: fn.list_message_move_tasks(SourceArn=arns["work-dlq"]))
+        assert code == "AccessDenied"
+        assert f"sqs:ListMessageMoveTasks on resource: {arns['work-dlq']}" in message
+        handle = admin.start_message_move_task(SourceArn=arns["other-dlq"], DestinationArn=arns["other"])
+        code, message = _code(lambda: fn.cancel_message_move_task(TaskHandle=handle["TaskHandle"]))
+        assert code == "AccessDenied"
+        assert f"sqs:CancelMessageMoveTask on resource: {arns['other-dlq']}" in message
+    finally:
+        remove()
