@@ -121,9 +121,9 @@ unit: $(BIN)/.installed ## the unit tests: in-process, socket-free (tests/unit; 
 	$(BIN)/python -m pytest -q tests/unit
 
 # The handler tests build their resources from an in-process synth of the app (Node via jsii, no CDK CLI),
-# cached under .pytest_cache/relay-assemblies.
-handlers: $(BIN)/.installed ## the handler tests: each function against moto's in-process AWS (tests/handlers)
-	$(BIN)/python -m pytest -q tests/handlers
+# cached under .pytest_cache/relay-assemblies; so do the ops CLI's tests (tests/ops), on the same worlds.
+handlers: $(BIN)/.installed ## the handler tests: each function, and the ops CLI, against moto's in-process AWS (tests/handlers, tests/ops)
+	$(BIN)/python -m pytest -q tests/handlers tests/ops
 
 infra: $(BIN)/.installed ## the infra assertion tests: the stacks synthesized in process, cdk-nag on (tests/infra)
 	$(BIN)/python -m pytest -q tests/infra

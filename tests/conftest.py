@@ -10,5 +10,7 @@ for _name, _value in {
     "AWS_SESSION_TOKEN": "testing",
     "POWERTOOLS_SERVICE_NAME": "relay-tests",
     "POWERTOOLS_METRICS_NAMESPACE": "RelayTests",
+    # No X-Ray daemon here: relay.observability builds no Tracer (tests/unit/test_tracing.py brings its own).
+    "POWERTOOLS_TRACE_DISABLED": "true",
 }.items():
     os.environ.setdefault(_name, _value)

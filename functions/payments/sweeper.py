@@ -32,10 +32,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from payments.operations import AlreadyApplied, Operation, Status, parse_iso
-from payments.settings import Settings
 from payments.steps import (
     PAYMENT_DONE,
     REDRIVE_EVENT,
+    LifecycleDeps,
     end_unsuccessfully,
     on_stale,
     plan_step,
@@ -51,18 +51,15 @@ from relay.outbox import OUTBOX_KIND, mark_published, sns_publisher
 if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
 
-    from payments.store import OperationStore
 
 # At most this many overdue items per sweep (the rest wait for the next one): a sweep stays well
 # inside its function timeout even after a long outage.
 MAX_ITEMS_PER_SWEEP = 500
 
 
-class SweepDeps(Protocol):
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def store(self) -> OperationStore: ...
+class SweepDeps(LifecycleDeps, Protocol):
+    """The lifecycle's (settings, store) and SNS, to re-publish outbox rows."""
+
     @property
     def sns(self) -> SNSClient: ...
 
@@ -138,7 +135,7 @@ def _sweep_operation(
         _give_up(deps, cause, operation, int(in_state), now)
         report.given_up[str(operation.status)] += 1
         return
-    if _redrive(deps, cause, operation, now):
+    if redrive(deps, cause, operation, now):
         report.redriven += 1
 
 
@@ -218,7 +215,10 @@ def _step_event(event_type: str, operation: Operation, cause: Envelope, label: s
     )
 
 
-def _redrive(deps: SweepDeps, cause: Envelope, operation: Operation, now: datetime) -> bool:
+def redrive(deps: LifecycleDeps, cause: Envelope, operation: Operation, now: datetime) -> bool:
+    """Re-drive the operation's current step through the outbox (the sweeper's, and an operator's
+    ``ops replay``): a ``*RedriveDue`` event of that step, and the deadline moved -- only if nothing
+    happened to the operation since it was read. False when it had moved on."""
     event_type = REDRIVE_EVENT[operation.status]
     event = _step_event(event_type, operation, cause, "redrive")
     if event_type == PAYMENT_RECONCILIATION_DUE:

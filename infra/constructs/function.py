@@ -6,7 +6,8 @@ Defaults it owns:
 - its own log group, with the stage's retention, and its own role that may write only to it (instead of
   AWSLambdaBasicExecutionRole);
 - timeout, memory and the Powertools service / namespace / log level from the stage's `consumers`
-  settings (`defaults.CONSUMERS` unless the stage overrides them).
+  settings (`defaults.CONSUMERS` unless the stage overrides them);
+- active tracing (X-Ray): Lambda traces every invocation and the role may send the segments.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import Acknowledgment, Duration, RemovalPolicy, Validations
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -63,6 +65,7 @@ class FunctionSettings:
     consumers: ConsumerSettings  # timeout, memory, log retention and level; queue consumers' batching
     layers: Sequence[lambda_.ILayerVersion]  # the kernel and dependency layers from `core`
     removal_policy: RemovalPolicy  # of the log group (and, for an outbox publisher, of its DLQ)
+    parked_ledger: dynamodb.ITable | None = None  # the core stack's; queue consumers record parkings there
 
 
 class RelayFunction(Construct):
@@ -105,6 +108,8 @@ class RelayFunction(Construct):
             timeout=self.timeout,
             memory_size=memory_mb or consumers.memory_mb,
             description=description,
+            # The kernel's entry points add Powertools Tracer subsegments annotated with the correlation id.
+            tracing=lambda_.Tracing.ACTIVE,
             environment={
                 "POWERTOOLS_SERVICE_NAME": settings.service,
                 "POWERTOOLS_METRICS_NAMESPACE": settings.metrics_namespace,
@@ -119,5 +124,14 @@ class RelayFunction(Construct):
                 reason="Functions run python3.13, the Python the whole test suite runs on (the Makefile "
                 "builds .venv with it, and a test fails when the two drift apart); a newer runtime would "
                 "deploy code that no test has run.",
+            )
+        )
+        # Active tracing grants the role xray:PutTraceSegments and xray:PutTelemetryRecords on "*".
+        Validations.of(self.role).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-IAM5[Resource::*]",
+                reason="xray:PutTraceSegments and xray:PutTelemetryRecords (granted for active tracing) do "
+                "not support resource-level permissions (AWS service authorization reference); "
+                "tests/infra/test_grants.py fails on any action granted on * that does.",
             )
         )

@@ -136,8 +136,12 @@ class ServiceMonitoring(Construct):
             f"{label}DlqNotEmpty",
             metric=visible,
             threshold=0,
-            description=f"{label}: messages are parked in the DLQ. Inspect with `python -m ops dlq`, fix the "
-            "cause, then redrive.",
+            description=(
+                f"{label}: messages are parked in the DLQ. Without receiving: `python -m ops status`, "
+                "`python -m ops operation <id>` (parked ledger); sample on purpose: `python -m ops dlq "
+                f"sample {label}`; fix the cause, then `python -m ops dlq redrive {label} --reason '...' "
+                "--dry-run`, then without --dry-run."
+            ),
         )
         self.dashboard.add_widgets(cw.GraphWidget(title=f"{label} DLQ depth", left=[visible], width=8))
 
@@ -151,7 +155,7 @@ class ServiceMonitoring(Construct):
             metric=age,
             threshold=threshold,
             description=f"{rq.name}: the oldest message is older than {threshold}s; the consumer is stuck "
-            "or too slow.",
+            "or too slow. `python -m ops status` (ages, mappings), `python -m ops doctor` (wiring).",
         )
         depth = rq.queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum")
         self.dashboard.add_widgets(
@@ -167,7 +171,8 @@ class ServiceMonitoring(Construct):
             f"{label}Errors",
             metric=errors,
             threshold=0,
-            description=f"{label}: the handler raised; the whole batch returns to the queue.",
+            description=f"{label}: the handler raised; the whole batch returns to the queue. Read the "
+            "function's logs; `python -m ops status` shows the queues it left behind.",
         )
         duration = function.metric_duration(period=PERIOD, statistic="p99")
         self.dashboard.add_widgets(
@@ -194,13 +199,15 @@ class ServiceMonitoring(Construct):
             f"{label}FailedInvocations",
             metric=failed,
             threshold=0,
-            description=f"{label}: the API destination call failed after all retries.",
+            description=f"{label}: the API destination call failed after all retries; the events are in "
+            f"its DLQ: `python -m ops dlq sample {label}-target-dlq`.",
         )
         self._alarm(
             f"{label}SentToDlq",
             metric=to_dlq,
             threshold=0,
-            description=f"{label}: events were sent to the rule's DLQ.",
+            description=f"{label}: events were sent to the rule's DLQ: `python -m ops dlq sample "
+            f"{label}-target-dlq`; fix the endpoint or its key, then `python -m ops dlq redrive`.",
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(title=f"{label} failed / to DLQ", left=[failed, to_dlq], width=8)

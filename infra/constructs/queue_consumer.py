@@ -23,6 +23,7 @@ Its errors alarm is `ServiceMonitoring`'s, given this consumer by the stack.
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
@@ -100,8 +101,17 @@ class QueueConsumer(RelayFunction):
             report_batch_item_failures=True,
         )
         self.function.add_event_source(self.event_source)
-        # Parking: a permanent failure is sent to the DLQ at once with its reason.
+        # Parking: a permanent failure is sent to the DLQ at once with its reason, and recorded once in
+        # the app's parked ledger (relay.ledger): PutItem only, nothing else on that table.
         queue.dlq.grant_send_messages(self.function)
+        if settings.parked_ledger is not None:
+            self.function.add_environment(consumer_env.PARKED_LEDGER_TABLE, settings.parked_ledger.table_name)
+            # The table only (Table.grant would add its index ARNs too, which a PutItem never needs).
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["dynamodb:PutItem"], resources=[settings.parked_ledger.table_arn]
+                )
+            )
         if budget is not None:
             # Retry copies: a transient failure is re-sent to this very queue with DelaySeconds (and the
             # original deleted), so the retries are bounded by the budget, not by maxReceiveCount.

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -27,6 +28,8 @@ class Platform:
     event_bus: events.IEventBus
     kernel_layer: lambda_.ILayerVersion
     dependency_layer: lambda_.ILayerVersion
+    # Every queue consumer records its parkings here (relay.ledger); `python -m ops` reads it.
+    parked_ledger: dynamodb.ITable | None = None
 
     @property
     def layers(self) -> list[lambda_.ILayerVersion]:
@@ -77,6 +80,7 @@ class RelayStack(Stack):
             consumers=self.config.consumers,
             layers=tuple(self.platform.layers),
             removal_policy=self.removal_policy,
+            parked_ledger=self.platform.parked_ledger,
         )
 
     @property

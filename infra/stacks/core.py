@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -20,7 +21,9 @@ from constructs import Construct
 from infra.config import StageConfig
 from infra.constructs import defaults
 from infra.constructs.layers import dependency_layer, kernel_layer
+from infra.constructs.tables import ReliableTable
 from infra.stacks.base import Platform, RelayStack
+from relay.ledger import ENTITY_INDEX
 
 
 class CoreStack(RelayStack):
@@ -61,11 +64,28 @@ class CoreStack(RelayStack):
             alarm_topic.add_subscription(subs.EmailSubscription(config.alarm_email))
 
         self.event_bus = events.EventBus(self, "EventBus", event_bus_name=config.prefix)
+        # The parked ledger (relay.ledger): one item per parked message, by queue and by entity.
+        ledger = ReliableTable(
+            self,
+            "ParkedLedger",
+            name="parked-ledger",
+            naming=self.naming,
+            removal_policy=self.removal_policy,
+            deletion_protection=config.deletion_protection,
+        ).table
+        ledger.add_global_secondary_index(
+            index_name=ENTITY_INDEX,
+            partition_key=dynamodb.Attribute(name="entity", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="parkedAt", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.ALL,
+        )
+        self.parked_ledger = ledger
         self.set_platform(
             Platform(
                 alarm_topic=alarm_topic,
                 event_bus=self.event_bus,
                 kernel_layer=kernel_layer(self),
                 dependency_layer=dependency_layer(self),
+                parked_ledger=ledger,
             )
         )

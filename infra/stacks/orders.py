@@ -228,12 +228,16 @@ class OrdersStack(RelayStack):
                 KernelMetric(
                     "OrphanPayment",
                     label="OrphanPayments",
-                    description="orders: a payment completed for an unknown or closed order.",
+                    description="orders: a payment completed for an unknown or closed order; it is kept as "
+                    "an orphan-payment record. `python -m ops order <id>` shows the order and it; refund or "
+                    "attach by hand.",
                 ),
                 KernelMetric(
                     "PayloadConflict",
                     label="PayloadConflicts",
-                    description="orders: an eventId arrived again with a different payload.",
+                    description="orders: an eventId arrived again with a different payload; it was parked, "
+                    "not applied. `python -m ops order <id>` lists its parked messages; investigate the "
+                    "producer.",
                 ),
             ],
         )

@@ -299,33 +299,38 @@ class PaymentsStack(RelayStack):
                 KernelMetric(
                     "PayloadConflict",
                     label="PayloadConflicts",
-                    description="payments: an eventId arrived again with a different payload; it was not "
-                    "applied. Investigate the producer.",
+                    description="payments: an eventId arrived again with a different payload; it was parked, "
+                    "not applied. `python -m ops operation <id>` lists its parked messages; investigate the "
+                    "producer.",
                 ),
                 KernelMetric(
                     "OperationsOverdue",
                     label="OperationsOverdue",
                     description="payments: the sweeper found operations silent past their deadline (their "
                     "step's message was gone or the step ran out of budget); it re-drove or ended them. "
-                    "The sweeper's log names each operation (GET /operations/{id} shows it); check the DLQs.",
+                    "The sweeper's log names each; `python -m ops operation <id>` shows one (deadline, "
+                    "parked messages); `python -m ops replay <id> --reason ...` re-drives one by hand.",
                 ),
                 KernelMetric(
                     "ClaimChecksExpiring",
                     label="ClaimChecksExpiring",
                     description="payments: a non-terminal operation's stored request is within "
-                    "claim_check_warning_days of the bucket's expiry; finish or end it before it is lost.",
+                    "claim_check_warning_days of the bucket's expiry; finish or end it before it is lost "
+                    "(`python -m ops operation <id>`, `python -m ops replay <id>`).",
                 ),
                 KernelMetric(
                     "PaymentUnresolved",
                     label="PaymentsUnresolved",
                     description="payments: the legacy system could not say whether it charged an operation "
-                    "within the reconciliation budget (PAYMENT_UNRESOLVED). Reconcile it by hand.",
+                    "within the reconciliation budget (PAYMENT_UNRESOLVED). Reconcile it by hand under "
+                    "{operationId}:payment; `python -m ops operation <id>` shows its history.",
                 ),
                 KernelMetric(
                     "InvoiceFailed",
                     label="InvoicesFailed",
                     description="payments: an operation was charged but its invoice was refused or could "
-                    "not be issued in time (INVOICE_FAILED). Its error has the payment reference and reason.",
+                    "not be issued in time (INVOICE_FAILED). `python -m ops operation <id>`: its error has "
+                    "the payment reference and the reason.",
                 ),
             ],
         )

@@ -122,13 +122,15 @@ class ReportsStack(RelayStack):
                 KernelMetric(
                     "VerificationMismatch",
                     label="VerificationMismatches",
-                    description="reports: a report read back from the public API does not match its sha256.",
+                    description="reports: a report read back from the public API does not match its sha256 "
+                    "(recorded MISMATCH, not retried). `python -m ops status` for the queues; ask the "
+                    "producer to publish the report again.",
                 ),
                 KernelMetric(
                     "PayloadConflict",
                     label="PayloadConflicts",
-                    description="reports: an eventId arrived again with a different payload; it was not "
-                    "applied.",
+                    description="reports: an eventId arrived again with a different payload; it was parked, "
+                    "not applied: `python -m ops dlq sample verifier-dlq`.",
                 ),
             ],
         )

@@ -170,8 +170,8 @@ class ScoresStack(RelayStack):
                 KernelMetric(
                     "PayloadConflict",
                     label="PayloadConflicts",
-                    description="scores: an eventId arrived again with a different payload; it was not "
-                    "applied.",
+                    description="scores: an eventId arrived again with a different payload; it was parked, "
+                    "not applied: `python -m ops dlq sample snapshots-dlq`.",
                 )
             ],
         )

@@ -26,7 +26,12 @@ NAMED_TYPES = {
 
 
 # Actions that take no resource-level permission: AWS requires "*" for them.
-RESOURCE_LESS_ACTIONS = {"dynamodb:ListStreams"}
+RESOURCE_LESS_ACTIONS = {
+    "dynamodb:ListStreams",
+    # What active tracing (RelayFunction) grants every function: the segments and the daemon's telemetry.
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+}
 
 # export name -> the exporting stack's resources it names ("<stack>/<logical id>"), set per test run.
 EXPORTS: dict[str, set[str]] = {}

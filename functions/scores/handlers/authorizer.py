@@ -20,6 +20,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from relay.observability import annotate_correlation_id, trace_handler
 from relay.observability import logger as relay_logger
 from scores.api_key import ApiKey, ApiKeySecretError
 from scores.settings import AUTHORIZER
@@ -47,9 +48,14 @@ def presented_key(event: Mapping[str, Any]) -> str | None:
 
 
 @logger.inject_lambda_context
+@trace_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, bool]:
     key = presented_key(event)
     context_info = event.get("requestContext") or {}
+    # The same correlation id as the API function's trace of this request (relay.api.lambda_handler).
+    annotate_correlation_id(
+        (event.get("headers") or {}).get("x-correlation-id") or context_info.get("requestId")
+    )
     where = {
         "route": event.get("routeKey"),
         "source_ip": (context_info.get("http") or {}).get("sourceIp"),

@@ -270,14 +270,21 @@ LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 def lambda_handler(app: Any, *, max_body_bytes: Callable[[], int]) -> LambdaHandler:
     """The API's Lambda entry point: Powertools logging with the Lambda context and the request's
-    correlation id, then ``resolve`` -- the body screened before the resolver parses it: size first (a
-    huge body must not cost a parse), then Content-Type, base64, UTF-8 and JSON limits, each a 4xx."""
+    correlation id, tracing annotated with the correlation id its events carry (``correlation_id``:
+    the caller's ``x-correlation-id``, else API Gateway's request id), then ``resolve`` -- the body
+    screened before the resolver parses it: size first (a huge body must not cost a parse), then
+    Content-Type, base64, UTF-8 and JSON limits, each a 4xx."""
     from aws_lambda_powertools.logging import correlation_paths
 
-    from relay.observability import logger
+    from relay.observability import annotate_correlation_id, logger, trace_handler
 
     @logger().inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    @trace_handler
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        # HTTP API (payload 2.0) lower-cases header names.
+        headers = event.get("headers") or {}
+        request_id = (event.get("requestContext") or {}).get("requestId")
+        annotate_correlation_id(headers.get("x-correlation-id") or request_id)
         return resolve(app, event, context, max_body_bytes=max_body_bytes())
 
     return handler

@@ -83,6 +83,7 @@ class ConsumerSettings:
     # RELAY_RETRY_BUDGET_SECONDS: how long transient failures are re-sent with a delay (standard
     # queues); None retries in place until maxReceiveCount.
     retry_budget_seconds: float | None = None
+    parked_ledger_table: str | None = None  # RELAY_PARKED_LEDGER_TABLE: parkings are recorded there
     service: str = "relay"  # POWERTOOLS_SERVICE_NAME
 
     @classmethod
@@ -95,6 +96,7 @@ class ConsumerSettings:
             backoff_cap_seconds=_number(env, consumer_env.BACKOFF_CAP_SECONDS, 900.0),
             visibility_timeout_seconds=int(_number(env, consumer_env.VISIBILITY_TIMEOUT_SECONDS, 300)),
             retry_budget_seconds=_budget(env),
+            parked_ledger_table=env.get(consumer_env.PARKED_LEDGER_TABLE) or None,
             service=env.get("POWERTOOLS_SERVICE_NAME") or "relay",
         )
 
@@ -408,7 +410,7 @@ def _park_or_fail(
             f"cannot park ({type(error).__name__}: {error}): RELAY_DLQ_URL is not set"
         ) from error
     try:
-        park(
+        parked_id = park(
             # The chain's relay.firstFailureAt (epoch seconds) in the ISO form parking keeps.
             parking_record(raw),
             error,
@@ -425,6 +427,48 @@ def _park_or_fail(
         raise ParkingFailed(f"could not park {type(error).__name__} ({error}): {park_exc}") from park_exc
     record_metric("Parked", event_type=event_type)
     log.warning("parked", extra={"error_class": type(error).__name__, "error": str(error)})
+    if settings.parked_ledger_table:
+        _record_in_ledger(raw, error, settings, client, parked_id)
+
+
+def _record_in_ledger(
+    raw: dict[str, Any],
+    error: PermanentError,
+    settings: ConsumerSettings,
+    client: Callable[[], Any],
+    parked_id: str | None,
+) -> None:
+    """The parking into the parked ledger (``relay.ledger``); a failure is logged, never re-parked."""
+    from relay.ledger import record_parking
+
+    try:
+        envelope: Envelope | None = envelope_from_sqs_record(raw)
+    except Exception:
+        envelope = None  # a body that is no envelope: recorded without its ids
+    try:
+        record_parking(
+            _default_ddb_client(),
+            str(settings.parked_ledger_table),
+            source_queue_url=_queue_url(raw, settings, client),
+            dlq_url=str(settings.dlq_url),
+            message_id=str(raw.get("messageId", "")),
+            dlq_message_id=parked_id,
+            error=error,
+            event_id=envelope.event_id if envelope else None,
+            event_type=envelope.event_type if envelope else None,
+            ids=envelope.ids if envelope else {},
+            correlation_id=envelope.correlation_id if envelope else None,
+        )
+    except Exception:
+        record_metric("LedgerWriteFailed")
+        logger().error("parked, but the parked ledger could not record it", exc_info=True)
+
+
+@functools.cache
+def _default_ddb_client() -> Any:
+    import boto3
+
+    return boto3.client("dynamodb")
 
 
 def _retry_later(
@@ -531,22 +575,28 @@ LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 def queue_handler[W: AwsClients](
     wiring: Callable[[], W], handle: Callable[[W, Envelope, RecordContext], object]
 ) -> LambdaHandler:
-    """The Lambda handler of a queue consumer: Powertools logging with the Lambda context, the
-    function's wiring (checked at cold start), and ``consume`` with ``handle(wiring, envelope, ctx)``
-    per record. The function's module stays one line of domain: which function handles a record."""
+    """The Lambda handler of a queue consumer: Powertools logging with the Lambda context and tracing
+    (``relay.observability``), the function's wiring (checked at cold start), and ``consume`` with
+    ``handle(wiring, envelope, ctx)`` per record. The function's module stays one line of domain: which
+    function handles a record."""
+    from relay.observability import record_subsegment, trace_handler
     from relay.settings import SettingsError
     from relay.side_effects import register_lambda_context
 
     log = logger()
 
     @log.inject_lambda_context
+    @trace_handler
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         wired = wiring()
         # Lets Powertools idempotency expire an IN_PROGRESS record when this invocation times out.
         register_lambda_context(context)
 
         def one(envelope: Envelope, ctx: RecordContext) -> None:
-            handle(wired, envelope, ctx)
+            # Each record in a subsegment of its own, annotated with its correlation id; parsing, parking
+            # and backing off stay on the handler's.
+            with record_subsegment(envelope.correlation_id):
+                handle(wired, envelope, ctx)
 
         # The RELAY_* variables belong to the queue consumer construct that invokes us (relay.consumer_env).
         settings = ConsumerSettings.from_env()

@@ -17,3 +17,5 @@ VISIBILITY_TIMEOUT_SECONDS: Final = "RELAY_VISIBILITY_TIMEOUT_SECONDS"
 RETRY_BUDGET_SECONDS: Final = "RELAY_RETRY_BUDGET_SECONDS"
 """How long transient failures are retried (``relay.retry``): unset, a standard queue retries in place
 until ``maxReceiveCount``; set, it re-sends the message with a delay until the budget is spent, then parks."""
+PARKED_LEDGER_TABLE: Final = "RELAY_PARKED_LEDGER_TABLE"
+"""The app's parked ledger (``relay.ledger``): every parking is recorded there too. Unset: not recorded."""

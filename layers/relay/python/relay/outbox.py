@@ -216,14 +216,33 @@ def outbox_handler[W: AwsClients](
     wiring: Callable[[], W], *, topic_arn: Callable[[W], str], table_name: Callable[[W], str]
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda handler of a table's outbox publisher (the table stream's consumer): Powertools
-    logging with the Lambda context, the function's wiring (checked at cold start), and
-    ``publish_outbox_batch`` to ``topic_arn(wiring)`` marking rows in ``table_name(wiring)``."""
-    from relay.observability import logger
+    logging with the Lambda context and tracing (``relay.observability``), the function's wiring
+    (checked at cold start), and ``publish_outbox_batch`` to ``topic_arn(wiring)`` marking rows in
+    ``table_name(wiring)``.
+
+    The handler's subsegment is annotated with the correlation id its outbox rows share (one request's
+    events, the usual batch). An annotation holds one value, so a batch of rows from several requests
+    is annotated with none rather than with one of them."""
+    from relay.observability import annotate_correlation_id, logger, trace_handler
 
     log = logger()
 
     @log.inject_lambda_context
+    @trace_handler
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        # The rows publish_outbox_batch publishes: outbox INSERTs (its own marks come back as MODIFYs).
+        images = [
+            (record.get("dynamodb") or {}).get("NewImage") or {}
+            for record in event.get("Records", [])
+            if record.get("eventName") == "INSERT"
+        ]
+        correlation_ids = {
+            image.get("correlationId", {}).get("S")
+            for image in images
+            if image.get("kind", {}).get("S") == OUTBOX_KIND
+        } - {None}
+        if len(correlation_ids) == 1:
+            annotate_correlation_id(correlation_ids.pop())
         wired = wiring()
         return publish_outbox_batch(
             event,

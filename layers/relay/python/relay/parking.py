@@ -37,8 +37,9 @@ def park(
     dlq_url: str,
     source_queue_url: str,
     now: datetime | None = None,
-) -> None:
-    """Send the record's original body to ``dlq_url`` with the failure reason. Raises if SQS refuses."""
+) -> str | None:
+    """Send the record's original body to ``dlq_url`` with the failure reason; returns the parked
+    copy's MessageId. Raises if SQS refuses."""
     attributes = record.get("attributes", {}) or {}
     original = record.get("messageAttributes", {}) or {}
     # A message that was redriven and fails again keeps the time of its FIRST failure.
@@ -77,7 +78,7 @@ def park(
         params["MessageGroupId"] = attributes.get("MessageGroupId") or "relay-parked"
         params["MessageDeduplicationId"] = str(record.get("messageId", ""))[:128]
     try:
-        sqs_client.send_message(**params)
+        return _message_id(sqs_client.send_message(**params))
     except Exception as exc:
         if not _too_large(exc):
             raise
@@ -88,7 +89,11 @@ def park(
                 "StringValue": _shorten(message, SHORT_ERROR_MESSAGE_LIMIT) or "-",
             },
         }
-        sqs_client.send_message(**params)
+        return _message_id(sqs_client.send_message(**params))
+
+
+def _message_id(response: Any) -> str | None:
+    return str(response["MessageId"]) if isinstance(response, dict) and response.get("MessageId") else None
 
 
 def _shorten(text: str, limit: int) -> str:

@@ -1,0 +1,295 @@
+"""``ops operation ID``, ``ops order ID`` and ``ops replay ID --reason …``: one entity, without receiving.
+
+* ``operation`` shows a payment operation as stored: state, version, step history, timestamps, error,
+  claim-check refs, its deadline and retry fields, its outbox rows (published or not), and its parked
+  messages from the parked ledger (``relay.ledger``, GSI ``by-entity``) -- no DLQ is received from.
+* ``order`` does the same for an order.
+* ``replay`` re-drives the current step of a non-terminal operation through the outbox, with the
+  sweeper's own code (``payments.sweeper.redrive``): the partners' idempotency keys come from the
+  operation id, so a replay cannot charge or invoice twice. It refuses a terminal operation (its end
+  is a business outcome or needs a human: nothing can move it), and an operation whose step is
+  visibly at work (a next attempt scheduled and due, unless ``--force``). Every replay is audited
+  (who, when, reason) on stdout and in the audit file.
+
+The item shapes are the services' (``functions/payments/store.py``, ``functions/orders/store.py``);
+this module imports them, so there is one definition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ops.app import App
+
+AUDIT_FILE = Path(".ops") / "replay-audit.jsonl"
+
+
+def _paths() -> None:
+    # The services' data-access modules (functions/) and the kernel, as the CDK app does.
+    import infra.stacks  # noqa: F401  (puts functions/ and layers/relay/python on sys.path)
+
+
+def _iso(epoch: Any) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(int(epoch), UTC).isoformat().replace("+00:00", "Z")
+
+
+def _items(app: App, table: str, pk: str) -> list[dict[str, Any]]:
+    from relay.idempotency import deserialize_item
+
+    ddb = app.client("dynamodb")
+    rows: list[dict[str, Any]] = []
+    params: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = ddb.query(**params)
+        rows.extend(deserialize_item(item) for item in page.get("Items", []))
+        if not page.get("LastEvaluatedKey"):
+            return rows
+        params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def parked_messages(app: App, id_name: str, entity_id: str) -> list[dict[str, Any]]:
+    """The ledger's entries for one entity (``operationId``, ``orderId``, ...), oldest first."""
+    from relay.idempotency import deserialize_item
+    from relay.ledger import ENTITY_INDEX
+
+    page = app.client("dynamodb").query(
+        TableName=app.name("core", "parked-ledger"),
+        IndexName=ENTITY_INDEX,
+        KeyConditionExpression="entity = :e",
+        ExpressionAttributeValues={":e": {"S": f"{id_name}#{entity_id}"}},
+    )
+    return [deserialize_item(item) for item in page.get("Items", [])]
+
+
+def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
+    _paths()
+    rows = _items(app, app.name("payments", "operations"), f"OPERATION#{operation_id}")
+    item = next((r for r in rows if r.get("sk") == "OPERATION"), None)
+    if item is None:
+        return None
+    outbox = [
+        {
+            "eventType": r.get("eventType"),
+            "eventId": r.get("eventId"),
+            "createdAt": r.get("createdAt"),
+            "publishedAt": r.get("publishedAt"),
+        }
+        for r in sorted((r for r in rows if r.get("kind") == "outbox"), key=lambda r: str(r.get("createdAt")))
+    ]
+    return {
+        "operationId": operation_id,
+        "status": item.get("status"),
+        "version": item.get("version"),
+        "createdAt": item.get("createdAt"),
+        "updatedAt": item.get("updatedAt"),
+        "stateSince": item.get("stateSince"),
+        "steps": item.get("steps", []),
+        "error": item.get("error"),
+        "reconcileReason": item.get("reconcileReason"),
+        "claimChecks": {
+            name: item[name] for name in ("requestRef", "resultRef", "invoiceInputRef") if item.get(name)
+        },
+        "paymentRef": item.get("paymentRef"),
+        "invoiceId": item.get("invoiceId"),
+        "deadline": {
+            "deadlineAt": _iso(item.get("deadlineAt")),
+            "nextAttemptAt": item.get("nextAttemptAt"),
+            "attempts": item.get("attempts"),
+            "retries": item.get("retries"),
+            "redrives": item.get("redrives"),
+            "lastError": item.get("lastError"),
+        },
+        "expiresAt": _iso(item.get("expiresAt")),
+        "outbox": outbox,
+        "parked": parked_messages(app, "operationId", operation_id),
+    }
+
+
+def describe_order(app: App, order_id: str) -> dict[str, Any] | None:
+    _paths()
+    rows = _items(app, app.name("orders", "orders"), f"ORDER#{order_id}")
+    item = next((r for r in rows if r.get("sk") == "ORDER"), None)
+    if item is None:
+        return None
+    return {
+        "orderId": order_id,
+        "status": item.get("status"),
+        "version": item.get("version"),
+        "createdAt": item.get("createdAt"),
+        "updatedAt": item.get("updatedAt"),
+        "history": item.get("history", []),
+        "rejection": item.get("rejection"),
+        "cancellation": item.get("cancellation"),
+        "paymentOperationId": item.get("paymentOperationId"),
+        "reservation": next((r for r in rows if r.get("sk") == "RESERVATION"), None),
+        # A payment that completed for this order after it was closed (the OrphanPayments alarm).
+        "orphanPayments": [r for r in rows if r.get("kind") == "orphan-payment"],
+        "outbox": [
+            {
+                "eventType": r.get("eventType"),
+                "eventId": r.get("eventId"),
+                "publishedAt": r.get("publishedAt"),
+            }
+            for r in rows
+            if r.get("kind") == "outbox"
+        ],
+        "parked": parked_messages(app, "orderId", order_id),
+    }
+
+
+class ReplayRefused(Exception):
+    """A replay that could do harm, or cannot do anything."""
+
+
+def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> dict[str, Any]:
+    """Re-drive the operation's current step (``payments.sweeper.redrive``); returns the audit record."""
+    _paths()
+    from payments.operations import MEANING
+    from payments.settings import Settings
+    from payments.store import OperationStore
+    from payments.sweeper import redrive
+
+    from relay.envelope import new_envelope
+
+    if not reason.strip():
+        raise ReplayRefused("a replay needs --reason (the root cause you fixed)")
+    store = OperationStore(
+        operations_table=app.name("payments", "operations"),
+        idempotency_table=None,
+        ddb_client=app.client("dynamodb"),
+    )
+    operation = store.get_operation(operation_id)
+    if operation is None:
+        raise ReplayRefused(f"no operation {operation_id} in {store.table_name}")
+    if operation.status.terminal:
+        raise ReplayRefused(
+            f"operation {operation_id} is {operation.status} ({MEANING[operation.status]}): terminal, "
+            "nothing can move it; a replay would either do nothing or repeat a business outcome. "
+            "Ask the client for a new request instead."
+        )
+    now = datetime.now(UTC)
+    due = operation.next_attempt_at
+    if due and not force and datetime.fromisoformat(due.replace("Z", "+00:00")) > now:
+        raise ReplayRefused(
+            f"operation {operation_id} has its next attempt scheduled at {due}: it is not stranded. "
+            "Wait for it, or pass --force (harmless: the step is idempotent, but it adds a delivery)."
+        )
+    who = _caller(app)
+    cause = new_envelope(
+        "OperatorReplay",
+        identity=[operation_id, "replay", now.isoformat()],
+        ids=operation.ids(),
+        payload={"reason": reason, "by": who},
+        correlation_id=operation.correlation_id,
+    )
+    deps = _Deps(Settings(operations_table=store.table_name), store)
+    moved = redrive(deps, cause, operation, now)
+    record = {
+        "at": now.isoformat().replace("+00:00", "Z"),
+        "by": who,
+        "operationId": operation_id,
+        "status": str(operation.status),
+        "reason": reason,
+        "replayed": moved,
+        "note": None if moved else "the operation moved on while the replay was prepared; nothing written",
+    }
+    AUDIT_FILE.parent.mkdir(parents=True, exist_ok=True)
+    with AUDIT_FILE.open("a") as audit:
+        audit.write(json.dumps(record) + "\n")
+    return record
+
+
+class _Deps:
+    def __init__(self, settings: Any, store: Any) -> None:
+        self.settings = settings
+        self.store = store
+
+
+def _caller(app: App) -> str:
+    try:
+        return str(app.client("sts").get_caller_identity()["Arn"])
+    except Exception:  # the identity is for the audit; a failure to tell must not block the replay
+        return "unknown"
+
+
+# CLI -------------------------------------------------------------------------------------------
+
+
+def _print(view: dict[str, Any] | None, what: str, ident: str, as_json: bool) -> int:
+    if view is None:
+        print(f"no {what} {ident}", file=sys.stderr)
+        return 1
+    if as_json:
+        print(json.dumps(view, indent=2, default=str))
+        return 0
+    for key, value in view.items():
+        if isinstance(value, list | dict):
+            if not value:
+                print(f"{key}: -")
+                continue
+            print(f"{key}:")
+            rows = value if isinstance(value, list) else [value]
+            for row in rows:
+                print(f"  {json.dumps(row, default=str)}")
+        elif value is not None:
+            print(f"{key}: {value}")
+    return 0
+
+
+def register(subparsers: Any, add_connection_arguments: Any, connect: Any) -> None:
+    op = subparsers.add_parser(
+        "operation",
+        help="a payment operation: state, steps, deadline, outbox rows, parked messages (no receive)",
+    )
+    op.add_argument("id", help="the operationId")
+    op.add_argument("--json", action="store_true", help="machine-readable output")
+    add_connection_arguments(op)
+    op.set_defaults(
+        run=lambda args: _print(describe_operation(connect(args), args.id), "operation", args.id, args.json)
+    )
+
+    order = subparsers.add_parser(
+        "order", help="an order: state, history, reservation, outbox rows, parked messages"
+    )
+    order.add_argument("id", help="the orderId")
+    order.add_argument("--json", action="store_true", help="machine-readable output")
+    add_connection_arguments(order)
+    order.set_defaults(
+        run=lambda args: _print(describe_order(connect(args), args.id), "order", args.id, args.json)
+    )
+
+    rp = subparsers.add_parser(
+        "replay",
+        help="re-drive the current step of a stranded operation (same idempotency keys; audited)",
+        description="Re-drives the current step of a non-terminal operation through the outbox, as the "
+        "sweeper does. Refuses a terminal operation, and one whose next attempt is still scheduled "
+        "(unless --force).",
+    )
+    rp.add_argument("id", help="the operationId")
+    rp.add_argument("--reason", required=True, help="the root cause you fixed (kept in the audit record)")
+    rp.add_argument("--force", action="store_true", help="replay even though a next attempt is scheduled")
+    add_connection_arguments(rp)
+
+    def run_replay(args: argparse.Namespace) -> int:
+        try:
+            record = replay(connect(args), args.id, reason=args.reason, force=args.force)
+        except ReplayRefused as refused:
+            print(f"refused: {refused}", file=sys.stderr)
+            return 1
+        print(json.dumps(record, indent=2))
+        return 0 if record["replayed"] else 1
+
+    rp.set_defaults(run=run_replay)
