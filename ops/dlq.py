@@ -719,6 +719,15 @@ class Redrive:
         self.sqs.delete_message(QueueUrl=self.dlq.url, ReceiptHandle=message.receipt_handle)
         moved = Moved(parked, destination.name, new_id)
         self.moved.append(moved)
+        # The parked ledger: this message is parked no more (keyed by its original messageId).
+        from ops.ledger import mark_moved
+
+        mark_moved(
+            self.app,
+            parked.reasons.get("sourceQueue") or destination.url,
+            [parked.reasons.get("originalMessageId", "")],
+            reason=self.options.reason,
+        )
         self.out(
             f"  moved {message.message_id} → {destination.short} as {new_id}"
             f"  ({parked.error_class}; {parked.event_type or '?'} {parked.event_id or ''})".rstrip()
@@ -838,6 +847,7 @@ class Redrive:
                 f"StartMessageMoveTask failed ({type(exc).__name__}: {exc}); the first batch was moved and "
                 "verified: move the rest one by one with --filter (e.g. --filter errorClass=<class>)"
             ) from None
+        task_started = datetime.now(UTC)
         rate = f"{self.options.rate}/s" if self.options.rate else "SQS's own pace"
         self.out(
             f"the rest: SQS move task {handle[:16]}… started "
@@ -877,6 +887,11 @@ class Redrive:
             self._cancel(handle, "Ctrl-C")
             raise
         self.out(f"the rest: move task COMPLETED, {self.move_task_moved} moved")
+        from ops.ledger import mark_parked_before
+
+        marked = mark_parked_before(self.app, destination.url, task_started, reason=self.options.reason)
+        noun = "entry" if marked == 1 else "entries"
+        self.out(f"parked ledger: {marked} {noun} of {destination.short} marked REDRIVEN")
 
     def _task(self) -> Mapping[str, Any]:
         results = self.sqs.list_message_move_tasks(SourceArn=self.dlq.arn, MaxResults=1).get("Results", [])

@@ -155,6 +155,15 @@ def test_a_redrive_after_the_root_cause_is_fixed_completes_each_operation_once(s
         assert status == "COMPLETED"
         assert sandbox.legacy.charges_by_operation()[operation_id] == 1
     assert depth(sandbox, DLQ) == 0
+    # The parked ledger knew each one's message without a receive, and now says it was redriven.
+    from ops.app import App
+    from ops.lookup import parked_messages
+
+    app = App(stage="dev", endpoint_url=sandbox.endpoint)
+    for operation_id, *_ in operations:
+        (entry,) = parked_messages(app, "operationId", operation_id)
+        assert entry["errorClass"] == "ClaimCheckMismatch" and entry["status"] == "REDRIVEN"
+        assert entry["redriveReason"] == "restored"
 
 
 def test_doctor_passes_on_the_sandbox_and_fails_on_a_broken_subscription(
