@@ -605,15 +605,19 @@ class Redrive:
     def _total_moved(self) -> int:
         return len(self.moved) + self.move_task_moved
 
-    def _dry_run(self) -> None:
-        visible, in_flight, _ = depth(self.app, self.dlq)
+    def _read_all(self) -> list[Parked]:
+        """Every DLQ message (up to ``--scan-limit``), read and released at once."""
         reader = Reader(self.app, self.dlq, visibility=SCAN_VISIBILITY_SECONDS)
         held: list[Received] = []
         try:
             held, _ = reader.scan(self.options.scan_limit)
-            parked = [read_parked(m) for m in held]
+            return [read_parked(m) for m in held]
         finally:
             reader.release(held)
+
+    def _dry_run(self) -> None:
+        visible, in_flight, _ = depth(self.app, self.dlq)
+        parked = self._read_all()
         matching = [p for p in parked if p.matches(self.options.filters)]
         by_class = Counter(p.error_class for p in matching)
         by_type = Counter(p.event_type or "(unreadable)" for p in matching)
@@ -804,13 +808,7 @@ class Redrive:
             return []
         new_ids = {m.new_message_id for m in batch}
         event_ids = {m.parked.event_id for m in batch if m.parked.event_id}
-        reader = Reader(self.app, self.dlq, visibility=SCAN_VISIBILITY_SECONDS)
-        held: list[Received] = []
-        try:
-            held, _ = reader.scan(self.options.scan_limit)
-            parked = [read_parked(m) for m in held]
-        finally:
-            reader.release(held)
+        parked = self._read_all()
         back = [
             p for p in parked if p.original_message_id in new_ids or (p.event_id and p.event_id in event_ids)
         ]

@@ -250,26 +250,30 @@ def _print(view: dict[str, Any] | None, what: str, ident: str, as_json: bool) ->
 
 
 def register(subparsers: Any, add_connection_arguments: Any, connect: Any) -> None:
-    op = subparsers.add_parser(
-        "operation",
-        help="a payment operation: state, steps, deadline, outbox rows, parked messages (no receive)",
+    entities = (
+        (
+            "operation",
+            "a payment operation: state, steps, deadline, outbox rows, parked messages (no receive)",
+            "the operationId",
+            describe_operation,
+        ),
+        (
+            "order",
+            "an order: state, history, reservation, outbox rows, parked messages",
+            "the orderId",
+            describe_order,
+        ),
     )
-    op.add_argument("id", help="the operationId")
-    op.add_argument("--json", action="store_true", help="machine-readable output")
-    add_connection_arguments(op)
-    op.set_defaults(
-        run=lambda args: _print(describe_operation(connect(args), args.id), "operation", args.id, args.json)
-    )
+    for command, summary, id_help, describe in entities:
+        parser = subparsers.add_parser(command, help=summary)
+        parser.add_argument("id", help=id_help)
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        add_connection_arguments(parser)
 
-    order = subparsers.add_parser(
-        "order", help="an order: state, history, reservation, outbox rows, parked messages"
-    )
-    order.add_argument("id", help="the orderId")
-    order.add_argument("--json", action="store_true", help="machine-readable output")
-    add_connection_arguments(order)
-    order.set_defaults(
-        run=lambda args: _print(describe_order(connect(args), args.id), "order", args.id, args.json)
-    )
+        def run(args: argparse.Namespace, describe: Any = describe, what: str = command) -> int:
+            return _print(describe(connect(args), args.id), what, args.id, args.json)
+
+        parser.set_defaults(run=run)
 
     rp = subparsers.add_parser(
         "replay",

@@ -184,12 +184,12 @@ class OperationStore(EntityStore):
             ]
         )
 
-    def outbox_write(self, operation_id: str, event: Envelope, *, sk_suffix: str = "") -> BusinessWrite:
+    def outbox_write(self, operation_id: str, event: Envelope) -> BusinessWrite:
         """The outbox row of ``event`` (re-published by the sweeper if still unpublished after
-        ``OUTBOX_PUBLISH_GRACE``). ``sk_suffix`` distinguishes a second row of the same event."""
-        key = outbox_key(operation_id, event)
-        key["sk"] += sk_suffix
-        return self.outbox_row(event, key, publish_by=datetime.now(UTC) + OUTBOX_PUBLISH_GRACE)
+        ``OUTBOX_PUBLISH_GRACE``)."""
+        return self.outbox_row(
+            event, outbox_key(operation_id, event), publish_by=datetime.now(UTC) + OUTBOX_PUBLISH_GRACE
+        )
 
     def transition_write(
         self, plan: TransitionPlan, *, on_condition_failed: OnConditionFailed

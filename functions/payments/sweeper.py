@@ -132,14 +132,32 @@ def _sweep_operation(
     in_state = (now - operation.since).total_seconds()
     # The worker's own budget handling ends a step first; the sweeper gives it one silence more.
     if in_state >= settings.budget_seconds(operation.status) + settings.silence_seconds:
-        _give_up(deps, cause, operation, int(in_state), now)
-        report.given_up[str(operation.status)] += 1
+        if _give_up(deps, cause, operation, int(in_state), now):
+            report.given_up[str(operation.status)] += 1
         return
     if redrive(deps, cause, operation, now):
         report.redriven += 1
 
 
-def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: int, now: datetime) -> None:
+# How the sweeper ends a step past its budget, by the state it is stuck in (PAYMENT_PROCESSING is not
+# here: money may have moved, so it is reconciled instead). Every other state is charged already.
+_ENDINGS: dict[Status, tuple[Status, str, str]] = {
+    Status.PENDING: (
+        Status.FAILED,
+        "PaymentNeverStarted",
+        "the payment was never submitted, nothing was charged",
+    ),
+    Status.RECONCILING: (
+        Status.PAYMENT_UNRESOLVED,
+        "PaymentUnresolved",
+        "reconcile by hand with the legacy system",
+    ),
+}
+
+
+def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: int, now: datetime) -> bool:
+    """End (or, for a payment step, reconcile) a step past its budget; False when the operation moved
+    on meanwhile (nothing written)."""
     budget = deps.settings.budget_seconds(operation.status)
     why = (
         f"the {operation.status} step made no progress for {in_state} s (budget {budget} s)"
@@ -155,61 +173,42 @@ def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: i
                 now=now,
                 reconcile_reason=f"PaymentStepBudgetSpent: {why}",
             )
-            ask = _step_event(PAYMENT_RECONCILIATION_DUE, operation, cause, "reconciliation-swept")
-            ask = ask.model_copy(update={"payload": {"attempt": 1}})
+            ask = _step_event(
+                PAYMENT_RECONCILIATION_DUE, operation, cause, "reconciliation-swept", payload={"attempt": 1}
+            )
             deps.store.apply(
                 [
                     deps.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
                     deps.store.outbox_write(operation.operation_id, ask),
                 ]
             )
-        elif operation.status is Status.PENDING:
-            end_unsuccessfully(
-                deps,
-                cause,
-                operation,
-                Status.FAILED,
-                "PaymentNeverStarted",
-                f"{why}; the payment was never submitted, nothing was charged",
-                now=now,
-                marker=False,
-            )
-        elif operation.status is Status.RECONCILING:
-            end_unsuccessfully(
-                deps,
-                cause,
-                operation,
-                Status.PAYMENT_UNRESOLVED,
-                "PaymentUnresolved",
-                f"{why}; reconcile by hand with the legacy system",
-                now=now,
-                marker=False,
-            )
         else:
-            end_unsuccessfully(
-                deps,
-                cause,
-                operation,
-                Status.INVOICE_FAILED,
-                "StepBudgetSpent",
-                f"{why}; payment {operation.payment_ref} was charged and is not refunded",
-                now=now,
-                marker=False,
+            target, code, what = _ENDINGS.get(
+                operation.status,
+                (
+                    Status.INVOICE_FAILED,
+                    "StepBudgetSpent",
+                    f"payment {operation.payment_ref} was charged and is not refunded",
+                ),
             )
+            end_unsuccessfully(deps, cause, operation, target, code, f"{why}; {what}", now=now, marker=False)
     except AlreadyApplied:
-        return  # it moved on meanwhile
+        return False  # it moved on meanwhile
     logger().warning(
         "sweeper gave up a step",
         extra={"operation_id": operation.operation_id, "status": str(operation.status)},
     )
+    return True
 
 
-def _step_event(event_type: str, operation: Operation, cause: Envelope, label: str) -> Envelope:
+def _step_event(
+    event_type: str, operation: Operation, cause: Envelope, label: str, *, payload: dict[str, Any]
+) -> Envelope:
     return new_envelope(
         event_type,
         identity=[operation.operation_id, label, str(operation.status), str(operation.redrives + 1)],
         ids=operation.ids(),
-        payload={"redrive": operation.redrives + 1, "status": str(operation.status)},
+        payload=payload,
         correlation_id=operation.correlation_id,
         causation_id=cause.event_id,
     )
@@ -220,9 +219,12 @@ def redrive(deps: LifecycleDeps, cause: Envelope, operation: Operation, now: dat
     ``ops replay``): a ``*RedriveDue`` event of that step, and the deadline moved -- only if nothing
     happened to the operation since it was read. False when it had moved on."""
     event_type = REDRIVE_EVENT[operation.status]
-    event = _step_event(event_type, operation, cause, "redrive")
-    if event_type == PAYMENT_RECONCILIATION_DUE:
-        event = event.model_copy(update={"payload": {"attempt": 1, "redrive": operation.redrives + 1}})
+    payload: dict[str, Any] = {"redrive": operation.redrives + 1}
+    # A reconciliation check is the first of a new chain; every other re-drive names the state it found.
+    payload.update(
+        {"attempt": 1} if event_type == PAYMENT_RECONCILIATION_DUE else {"status": str(operation.status)}
+    )
+    event = _step_event(event_type, operation, cause, "redrive", payload=payload)
     deadline = deps.settings.deadline_after(now)
     try:
         deps.store.apply(

@@ -133,10 +133,10 @@ def _settings_from_env() -> ConsumerSettings:
 
 
 @functools.cache
-def _default_sqs_client() -> Any:
+def _default_client(service: str) -> Any:
     import boto3
 
-    return boto3.client("sqs")
+    return boto3.client(service)  # type: ignore[call-overload]  # the service is a parameter
 
 
 def queue_url_from_arn(arn: str, sqs_client: SQSClient | None = None) -> str:
@@ -315,7 +315,7 @@ def consume(
 
     def client() -> Any:
         if client_cache[0] is None:
-            client_cache[0] = _default_sqs_client()
+            client_cache[0] = _default_client("sqs")
         return client_cache[0]
 
     def record_handler(record: SQSRecord) -> None:
@@ -341,6 +341,7 @@ def _process_record(
 ) -> None:
     log = logger()
     event_type: str | None = None
+    envelope: Envelope | None = None  # until the body is unwrapped (a poison body never is)
     log.append_keys(message_id=raw.get("messageId"))
     context = RecordContext(
         record=raw,
@@ -361,13 +362,13 @@ def _process_record(
     except Exception as exc:
         error = classify(exc)
         if isinstance(error, PermanentError):
-            _park_or_fail(raw, error, settings, client, event_type)
+            _park_or_fail(raw, error, settings, client, envelope)
             return
         if context.retries_by_time:
             try:
                 plan = context.plan_retry(error)
             except RetryBudgetSpent as spent:
-                _park_or_fail(raw, spent, settings, client, event_type)
+                _park_or_fail(raw, spent, settings, client, envelope)
                 return
             if _retry_later(raw, error, plan, settings, client, event_type):
                 return  # the delayed copy is in the queue: the original is reported handled
@@ -394,12 +395,13 @@ def _park_or_fail(
     error: PermanentError,
     settings: ConsumerSettings,
     client: Callable[[], Any],
-    event_type: str | None,
+    envelope: Envelope | None,
 ) -> None:
     from relay.parking import park
     from relay.retry import parking_record
 
     log = logger()
+    event_type = envelope.event_type if envelope else None
     if not settings.dlq_url:
         log.error(
             "permanent failure but RELAY_DLQ_URL is not set; reporting failed so the redrive policy "
@@ -428,7 +430,7 @@ def _park_or_fail(
     record_metric("Parked", event_type=event_type)
     log.warning("parked", extra={"error_class": type(error).__name__, "error": str(error)})
     if settings.parked_ledger_table:
-        _record_in_ledger(raw, error, settings, client, parked_id)
+        _record_in_ledger(raw, error, settings, client, parked_id, envelope)
 
 
 def _record_in_ledger(
@@ -437,17 +439,15 @@ def _record_in_ledger(
     settings: ConsumerSettings,
     client: Callable[[], Any],
     parked_id: str | None,
+    envelope: Envelope | None,
 ) -> None:
-    """The parking into the parked ledger (``relay.ledger``); a failure is logged, never re-parked."""
+    """The parking into the parked ledger (``relay.ledger``); a failure is logged, never re-parked.
+    A body that is no envelope (``envelope`` None) is recorded without its ids."""
     from relay.ledger import record_parking
 
     try:
-        envelope: Envelope | None = envelope_from_sqs_record(raw)
-    except Exception:
-        envelope = None  # a body that is no envelope: recorded without its ids
-    try:
         record_parking(
-            _default_ddb_client(),
+            _default_client("dynamodb"),
             str(settings.parked_ledger_table),
             source_queue_url=_queue_url(raw, settings, client),
             dlq_url=str(settings.dlq_url),
@@ -462,13 +462,6 @@ def _record_in_ledger(
     except Exception:
         record_metric("LedgerWriteFailed")
         logger().error("parked, but the parked ledger could not record it", exc_info=True)
-
-
-@functools.cache
-def _default_ddb_client() -> Any:
-    import boto3
-
-    return boto3.client("dynamodb")
 
 
 def _retry_later(
