@@ -140,6 +140,7 @@ class FunctionInfo:
     handler: str
     memory: int
     source: str = "lambda"  # or DECLARED
+    environment: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -481,6 +482,7 @@ class App:
                             timeout=int(fn.get("Timeout", 3)),
                             handler=str(fn.get("Handler", "")),
                             memory=int(fn.get("MemorySize", 128)),
+                            environment=dict((fn.get("Environment") or {}).get("Variables") or {}),
                         )
                     )
         if not found and self.templates is not None:
@@ -661,6 +663,10 @@ def read_declared(cdk_out: Path, prefix: str) -> Declared:
                         handler=str(props.get("Handler", "")),
                         memory=int(props.get("MemorySize", 128)),
                         source=DECLARED,
+                        environment={
+                            str(k): str(v)
+                            for k, v in ((props.get("Environment") or {}).get("Variables") or {}).items()
+                        },
                     )
                 )
             elif kind == "AWS::Lambda::EventSourceMapping":

@@ -22,8 +22,9 @@ A redrive:
    when it names one of the stage's queues, else the queue whose RedrivePolicy targets the DLQ) and
    deletes it from the DLQ; then waits (``--verify-timeout``) until the source queue is back to the
    backlog it had before, checks that none of the N came back to the DLQ (by the parked copy's
-   ``relay.originalMessageId`` and the envelope's ``eventId``), and asks ``verify_business`` (the
-   business state checks: a no-op until one is registered with ``register_business_check``);
+   ``relay.originalMessageId`` and the envelope's ``eventId``), and asks ``verify_business`` whether
+   each event had its effect once (``ops.checks``: the processed marker, the operation's state, the
+   side-effect record, as its consumer leaves them; plus any ``register_business_check``);
 3. the rest with SQS's own move task (StartMessageMoveTask, ``--rate`` messages a second), polled for
    progress while the DLQ is watched: a DLQ deeper than what is left to move means new parks, and the
    task is cancelled (CancelMessageMoveTask), as it is on Ctrl-C. A ``--filter`` redrive cannot use the
@@ -88,23 +89,25 @@ EXIT_OK, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
 
 # -- the business checks hook ------------------------------------------------------------------------
 
-BusinessCheck = Callable[[App, Sequence[str]], list[str]]
+BusinessCheck = Callable[[App, Sequence["Moved"]], list[str]]
 _BUSINESS_CHECKS: list[BusinessCheck] = []
 
 
 def register_business_check(check: BusinessCheck) -> BusinessCheck:
-    """Add a check run after a redrive's first batch: ``check(app, event_ids)`` returns problems (empty:
-    fine), e.g. "the processed marker of eventId X is missing". Usable as a decorator."""
+    """Add a check run after a redrive's first batch, beside ``ops.checks``' own: ``check(app, batch)``
+    returns problems (empty: fine). Usable as a decorator."""
     _BUSINESS_CHECKS.append(check)
     return check
 
 
-def verify_business(app: App, event_ids: Sequence[str]) -> list[str]:
-    """The business state checks of the first batch's events: every registered check's problems
-    (none registered: nothing to say)."""
-    problems: list[str] = []
+def verify_business(app: App, batch: Sequence[Moved]) -> list[str]:
+    """The business state checks of the first batch: each event's effect, as its consumer records it
+    (``ops.checks``), and every registered check's problems."""
+    from ops.checks import first_batch_problems
+
+    problems = first_batch_problems(app, batch)
     for check in _BUSINESS_CHECKS:
-        problems.extend(check(app, event_ids))
+        problems.extend(check(app, batch))
     return problems
 
 
@@ -538,7 +541,7 @@ class Redrive:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         ages: AgeSource | None = None,
-        business: Callable[[App, Sequence[str]], list[str]] = verify_business,
+        business: BusinessCheck = verify_business,
     ) -> None:
         self.app = app
         self.dlq = dlq
@@ -788,7 +791,7 @@ class Redrive:
                 f"{len(back)} of the first batch's {len(batch)} message(s) were parked again ({reasons}). "
                 "The cause is not fixed; nothing more was moved"
             )
-        problems = self.business(self.app, [m.parked.event_id for m in batch if m.parked.event_id])
+        problems = self.business(self.app, batch)
         if problems:
             raise Stopped("the business checks failed after the first batch: " + "; ".join(problems))
         self.out(f"first batch OK: {len(batch)} consumed, none parked again")

@@ -12,7 +12,7 @@ from relay.envelope import Envelope
 from relay.errors import ClaimCheckMismatch, PayloadConflict
 from relay.idempotency import commit_once, update
 from relay.outbox import outbox_write, publish_outbox_batch
-from relay.side_effects import run_once
+from relay.side_effects import record_id, run_once
 from relay.unwrap import envelope_from_sqs_record
 from tests.builders import ddb_stream_event, ddb_stream_record, envelope, outbox_insert, record_from_received
 from tests.handlers.moto_env import Aws
@@ -154,6 +154,21 @@ def test_side_effect_runs_once_and_always_gets_the_downstream_key(aws: Aws) -> N
         )
         assert result == {"paymentId": "pay-1"}
     assert calls == ["op-1:payment"]
+
+
+def test_record_id_names_the_record_powertools_writes_for_a_side_effect(aws: Aws) -> None:
+    run_once(
+        "legacy-payment",
+        downstream_key="op-9:payment",
+        payload={"amount": 5},
+        call=lambda key: {"ok": True},
+        table_name=aws.table,
+        ddb_client=aws.ddb,
+    )
+    items = aws.ddb.scan(TableName=aws.table)["Items"]
+    assert [item["id"]["S"] for item in items] == [record_id("legacy-payment", "op-9:payment")]
+    assert items[0]["status"]["S"] == "COMPLETED"
+    assert record_id("legacy-payment", "op-9:payment") != record_id("legacy-payment", "op-8:payment")
 
 
 def test_side_effect_with_a_different_payload_is_a_payload_conflict(aws: Aws) -> None:

@@ -112,7 +112,7 @@ def test_the_first_batch_is_verified_then_the_move_task_moves_the_rest(
     checked: list[list[str]] = []
     lines: list[str] = []
     redrive = _redrive(payments, audit_file, consumer, lines, first=5, rate=10)
-    redrive.business = lambda app, ids: checked.append(list(ids)) or []
+    redrive.business = lambda app, batch: checked.append([m.parked.event_id for m in batch]) or []
 
     assert redrive.run() == 0, "\n".join(lines)
 

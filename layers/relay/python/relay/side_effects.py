@@ -25,6 +25,8 @@ IN_PROGRESS record when the invocation that wrote it times out, instead of after
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,6 +54,15 @@ def _persistence(table_name: str, ddb_client: DynamoDBClient) -> Any:
     return DynamoDBPersistenceLayer(
         table_name=table_name, key_attr="id", expiry_attr="expiresAt", boto3_client=ddb_client
     )
+
+
+def record_id(name: str, downstream_key: str) -> str:
+    """The id of ``run_once(name, downstream_key=...)``'s Powertools record in the idempotency table:
+    ``side-effect#<name>#`` + the MD5 (Powertools' default hash) of the key as JSON, which is what
+    Powertools hashes for ``event_key_jmespath="downstream_key"``. ``ops dlq redrive`` reads it to see
+    that a redriven event's call happened; a moto test holds it to what Powertools writes."""
+    digest = hashlib.md5(json.dumps(downstream_key, sort_keys=True).encode(), usedforsecurity=False)
+    return f"side-effect#{name}#{digest.hexdigest()}"
 
 
 def run_once(

@@ -1,0 +1,258 @@
+"""The business checks of a redrive's first batch: did each moved event have its effect, and only once?
+
+"The queue getting shorter also happens when messages are dropped": a drained source queue and an
+empty DLQ say the consumer acknowledged the batch, not that it did anything. So after the first
+batch, ``ops dlq redrive`` asks each event's consumer for the record its effect leaves behind:
+
+- a processed-event marker (``relay.idempotency``: ``event#<eventId>`` in the consumer's
+  ``IDEMPOTENCY_TABLE``), which commits in the same transaction as the effect, so it exists at most
+  once and only with the effect. A payments step that acknowledged the event without a marker did so
+  because the step was already done; the operation's state says whether that is true
+  (``payments.steps`` rules), and its step history that no state was entered twice;
+- a side effect's Powertools record (``relay.side_effects.record_id``, status COMPLETED): the
+  notifiers' webhooks, sent at most once;
+- the archived object (orders' analytics: one S3 object per eventId);
+- nothing, for a consumer whose work is not per event (the payments sweeper), said so.
+
+Which record each consumer leaves is in ``EVIDENCE``, keyed by the function's handler; a test holds
+every SQS consumer in the templates to having an entry, so a new consumer cannot be redriven
+unchecked. Checks read with ConsistentRead / HeadObject and never receive anything.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ops.app import App, FunctionInfo
+    from ops.dlq import Moved
+    from relay.envelope import Envelope
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One moved event, as its consumer sees it."""
+
+    app: App
+    function: FunctionInfo
+    envelope: Envelope
+
+    def env(self, name: str) -> str:
+        value = self.function.environment.get(name)
+        if not value:
+            raise LookupError(f"{self.function.name} has no {name} in its environment")
+        return value
+
+
+Check = Callable[[Subject], str | None]  # a problem, or None: the effect is there, once
+
+
+@dataclass(frozen=True)
+class Evidence:
+    what: str
+    check: Check | None  # None: nothing per event to check (``what`` says why)
+
+
+def _get(subject: Subject, table: str, key: str) -> dict[str, Any] | None:
+    item = subject.app.client("dynamodb").get_item(
+        TableName=subject.env(table), Key={"id": {"S": key}}, ConsistentRead=True
+    )
+    found: dict[str, Any] | None = item.get("Item")
+    return found
+
+
+def _marker(explain: Check | None = None) -> Check:
+    def check(subject: Subject) -> str | None:
+        from relay.idempotency import marker_id
+
+        if _get(subject, "IDEMPOTENCY_TABLE", marker_id(subject.envelope.event_id)) is not None:
+            return None
+        if explain is not None:
+            return explain(subject)
+        return (
+            f"{subject.envelope.event_type} {subject.envelope.event_id}: no processed marker in "
+            f"{subject.env('IDEMPOTENCY_TABLE')}; its consumer acknowledged it without an effect"
+        )
+
+    return check
+
+
+def _payment_step(rule_name: str) -> Check:
+    """No marker: the step must have been done already (the operation is in one of the step's done
+    states), and no state entered twice."""
+
+    def explain(subject: Subject) -> str | None:
+        from payments import steps
+
+        from ops.lookup import describe_operation
+
+        rule = getattr(steps, rule_name)
+        event = subject.envelope
+        operation_id = event.ids.get("operationId", "")
+        view = describe_operation(subject.app, operation_id) if operation_id else None
+        if view is None:
+            return (
+                f"{event.event_type} {event.event_id}: no marker, and operation {operation_id!r} "
+                "does not exist"
+            )
+        status = str(view["status"])
+        if status not in {str(s) for s in rule.done}:
+            return (
+                f"{event.event_type} {event.event_id}: no marker, and operation {operation_id} is still "
+                f"{status} (the {rule.step} did not run); see python -m ops operation {operation_id}"
+            )
+        return _entered_twice(operation_id, view["steps"])
+
+    return explain
+
+
+def _entered_twice(operation_id: str, history: Sequence[Mapping[str, Any]]) -> str | None:
+    # The operation's state graph has no cycle (retries stay in their state), so each history entry
+    # (step, step status: ``payments.operations.STEP_OF``) appears once; a repeat is a step applied twice.
+    entered = Counter(f"{entry.get('step')} {entry.get('status')}" for entry in history)
+    twice = sorted(entry for entry, n in entered.items() if n > 1)
+    if twice:
+        return f"operation {operation_id} entered {', '.join(twice)} more than once: {list(history)}"
+    return None
+
+
+def _payment_marker(rule_name: str) -> Check:
+    marker = _marker(_payment_step(rule_name))
+
+    def check(subject: Subject) -> str | None:
+        problem = marker(subject)
+        if problem is not None:
+            return problem
+        operation_id = subject.envelope.ids.get("operationId")
+        if not operation_id:
+            return None
+        from ops.lookup import describe_operation
+
+        view = describe_operation(subject.app, operation_id)
+        return _entered_twice(operation_id, view["steps"]) if view else None
+
+    return check
+
+
+def _side_effect(module: str, key_of: Callable[[Envelope], str]) -> Check:
+    def check(subject: Subject) -> str | None:
+        import importlib
+
+        from relay.side_effects import record_id
+
+        name = importlib.import_module(module).SIDE_EFFECT
+        key = key_of(subject.envelope)
+        item = _get(subject, "IDEMPOTENCY_TABLE", record_id(name, key))
+        status = item.get("status", {}).get("S") if item else None
+        if status == "COMPLETED":
+            return None
+        return (
+            f"{subject.envelope.event_type} {subject.envelope.event_id}: side effect {name} ({key}) is "
+            f"{status or 'not recorded'} in {subject.env('IDEMPOTENCY_TABLE')}"
+        )
+
+    return check
+
+
+def _archived(subject: Subject) -> str | None:
+    from orders.archive import archive_key
+
+    bucket, key = subject.env("ANALYTICS_BUCKET"), archive_key(subject.envelope)
+    try:
+        subject.app.client("s3").head_object(Bucket=bucket, Key=key)
+    except Exception as exc:  # ClientError 404 (or 403 without ListBucket): not there to be seen
+        event = subject.envelope
+        return f"{event.event_type} {event.event_id}: s3://{bucket}/{key} is missing ({exc})"
+    return None
+
+
+def _report_key(envelope: Envelope) -> str:
+    from reports.notification import notification_key
+
+    return notification_key(envelope.ids.get("reportId", ""))
+
+
+MARKER = "the processed marker (relay.idempotency)"
+EVIDENCE: dict[str, Evidence] = {
+    "payments.handlers.payment_worker.handler": Evidence(
+        MARKER + ", else the operation past the payment step", _payment_marker("PAYMENT_STEP")
+    ),
+    "payments.handlers.post_processor.handler": Evidence(
+        MARKER + ", else the operation past post-processing", _payment_marker("POST_PROCESSING_STEP")
+    ),
+    "payments.handlers.invoice_worker.handler": Evidence(
+        MARKER + ", else the operation past the invoice step", _payment_marker("INVOICE_STEP")
+    ),
+    "payments.handlers.sweeper.handler": Evidence(
+        "none: a sweep acts on whatever is due then, not on one event; ops status shows the backlog", None
+    ),
+    "orders.handlers.inventory.handler": Evidence(MARKER, _marker()),
+    "orders.handlers.paid_orders.handler": Evidence(MARKER, _marker()),
+    "orders.handlers.failed_payments.handler": Evidence(MARKER, _marker()),
+    "orders.handlers.notifier.handler": Evidence(
+        "the notification's side-effect record", _side_effect("orders.notification", lambda e: e.event_id)
+    ),
+    "orders.handlers.analytics.handler": Evidence("the archived object (one per eventId)", _archived),
+    "reports.handlers.verifier.handler": Evidence(MARKER, _marker()),
+    "reports.handlers.notifier.handler": Evidence(
+        "the report-ready side-effect record", _side_effect("reports.notification", _report_key)
+    ),
+    "scores.handlers.snapshot_worker.handler": Evidence(MARKER, _marker()),
+}
+
+
+def first_batch_problems(app: App, batch: Sequence[Moved], out: Callable[[str], None] = print) -> list[str]:
+    """Each moved event checked against the record its destination queue's consumer leaves. A consumer
+    with no entry in ``EVIDENCE`` is a problem: it cannot be verified, so the redrive stops."""
+    from ops.lookup import _paths
+
+    _paths()
+    from relay.errors import InvalidInput
+    from relay.unwrap import envelope_from_sqs_record
+
+    functions = app.functions_by_name()
+    consumers: dict[str, list[FunctionInfo]] = {}
+    for mapping in app.event_source_mappings():
+        if mapping.is_sqs and mapping.function_name in functions:
+            queue = mapping.source_arn.rsplit(":", 1)[-1]
+            consumers.setdefault(queue, []).append(functions[mapping.function_name])
+    problems: list[str] = []
+    checked: Counter[str] = Counter()
+    for moved in batch:
+        record = {"messageId": moved.new_message_id, "body": moved.parked.body, "attributes": {}}
+        try:
+            envelope = envelope_from_sqs_record(record)
+        except InvalidInput:
+            continue  # not an envelope: its consumer parks it again, which the verify already caught
+        found = consumers.get(moved.destination)
+        if not found:
+            out(
+                f"  business checks: no consumer of {moved.destination} was found; "
+                f"{envelope.event_id} unchecked"
+            )
+            continue
+        for function in found:
+            evidence = EVIDENCE.get(function.handler)
+            if evidence is None:
+                problems.append(
+                    f"{function.name} ({function.handler}) has no business check in ops.checks.EVIDENCE: "
+                    "its effects cannot be verified"
+                )
+                continue
+            if evidence.check is None:
+                checked[f"{function.handler}: {evidence.what}"] += 1
+                continue
+            try:
+                problem = evidence.check(Subject(app, function, envelope))
+            except LookupError as exc:
+                problem = str(exc)
+            if problem:
+                problems.append(problem)
+            else:
+                checked[f"{function.handler}: {evidence.what}"] += 1
+    for what, n in sorted(checked.items()):
+        out(f"  business checks: {n} event(s) OK by {what}")
+    return problems
