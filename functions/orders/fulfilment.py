@@ -41,6 +41,7 @@ from orders.subscriptions import (
     ORDER_CREATED,
     ORDER_PAID,
     ORDER_REJECTED,
+    PAYMENT_CANCELLED,
     PAYMENT_COMPLETED,
     PAYMENT_FAILED,
 )
@@ -351,25 +352,26 @@ def _commit_transition(
 
 
 def _order_payment(
-    envelope: Envelope, orders: OrderStore, event_type: str, *, consumer: str
+    envelope: Envelope, orders: OrderStore, event_type: str | tuple[str, ...], *, consumer: str
 ) -> tuple[str, str] | None:
     """``(orderId, operationId)`` of a payment outcome from payments, or None when there is nothing to
     do: a payment without an order (not an order payment) or a redelivery."""
-    if envelope.event_type != event_type:
+    handled = (event_type,) if isinstance(event_type, str) else event_type
+    if envelope.event_type not in handled:
         raise InvalidInput(
             f"event {envelope.event_id} has eventType {envelope.event_type}; {consumer} handles "
-            f"{event_type}. Check the subscription's filter policy."
+            f"{' and '.join(handled)}. Check the subscription's filter policy."
         )
     order_id = envelope.ids.get("orderId")
     if not order_id:
         logger().info(
-            f"{event_type} without an orderId; not an order payment, ignored",
+            f"{envelope.event_type} without an orderId; not an order payment, ignored",
             extra={"operation_id": envelope.ids.get("operationId")},
         )
         return None
     operation_id = envelope.ids.get("operationId")
     if not operation_id:
-        raise InvalidInput(f"event {envelope.event_id} ({event_type}) has no ids.operationId")
+        raise InvalidInput(f"event {envelope.event_id} ({envelope.event_type}) has no ids.operationId")
     if orders.already_processed(envelope):
         _skip(envelope, order_id, "event already processed")
         return None
@@ -460,16 +462,24 @@ def _orphan(
 # -------------------------------------------------------------------------------------------------
 
 PAYMENT_FAILED_CODE = "PaymentFailed"
+PAYMENT_CANCELLED_CODE = "PaymentCancelled"
+# Why the order is cancelled, by the payment outcome that says so.
+_UNPAID = {
+    PAYMENT_FAILED: (PAYMENT_FAILED_CODE, "failed"),
+    PAYMENT_CANCELLED: (PAYMENT_CANCELLED_CODE, "was cancelled"),
+}
 
 
 def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = None) -> None:
-    """PaymentFailed (from payments) with ``ids.orderId`` -> a CREATED or RESERVED order becomes
+    """PaymentFailed or OperationCancelled (from payments: the payment failed, or its client cancelled
+    it before it was submitted) with ``ids.orderId`` -> a CREATED or RESERVED order becomes
     CANCELLED with the failure recorded (``cancellation``), and its OrderCancelled releases the stock
     (the inventory consumer), once. An order that is already closed or paid is left as it is: nothing
     is reserved for it any more, or another payment paid it."""
-    ids = _order_payment(envelope, orders, PAYMENT_FAILED, consumer="failed-payments")
+    ids = _order_payment(envelope, orders, tuple(_UNPAID), consumer="failed-payments")
     if ids is None:
         return
+    code, happened = _UNPAID[envelope.event_type]
     order_id, operation_id = ids
     order = orders.get_order(order_id)
     if order is None or order.status not in CANCELLABLE:
@@ -478,12 +488,12 @@ def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime | Non
         return
 
     payload = envelope.payload or {}
-    reason = f"payment {operation_id} failed: {payload.get('code', 'unknown')}: {payload.get('reason', '')}"
+    reason = f"payment {operation_id} {happened}: {payload.get('code', code)}: {payload.get('reason', '')}"
     plan = plan_transition(
         order,
         Status.CANCELLED,
         now=now,
-        cancellation=Cancellation(PAYMENT_FAILED_CODE, reason.rstrip(": "), operation_id),
+        cancellation=Cancellation(code, reason.rstrip(": "), operation_id),
     )
     # The same event a customer's cancel publishes (identity [orderId, "cancelled"]): an order is
     # cancelled once, whoever wins the conditional write.
@@ -494,7 +504,7 @@ def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime | Non
         payload={
             "previousStatus": str(order.status),
             "items": items_payload(order),
-            "reason": PAYMENT_FAILED_CODE,
+            "reason": code,
         },
         ids={"operationId": operation_id},
         causation_id=envelope.event_id,

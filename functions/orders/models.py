@@ -63,7 +63,7 @@ class HistoryView(ApiModel):
 
 
 class CancellationView(ApiModel):
-    code: str = Field(description="Why the system cancelled the order: PaymentFailed")
+    code: str = Field(description="Why the system cancelled the order: PaymentFailed or PaymentCancelled")
     reason: str
     operation_id: str = Field(description="The payment operation that failed")
 

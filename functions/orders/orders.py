@@ -78,7 +78,7 @@ class HistoryEntry:
 class Cancellation:
     """Why an order was cancelled by the system rather than by its customer."""
 
-    code: str  # PaymentFailed
+    code: str  # PaymentFailed, PaymentCancelled
     reason: str
     operation_id: str
 

@@ -13,8 +13,8 @@ Filter policies match the ``eventType`` MESSAGE ATTRIBUTE that the kernel's outb
   customer's own action, answered synchronously by the API);
 * analytics     -- every event, no filter, RAW delivery (the SQS body is the envelope itself);
 * paid-orders   -- subscribed to payments' ``payment-events``: PaymentCompleted only;
-* failed-payments -- subscribed to payments' ``payment-events``: PaymentFailed only (the order is
-  cancelled, which releases its stock).
+* failed-payments -- subscribed to payments' ``payment-events``: PaymentFailed and OperationCancelled
+  (the payment failed, or its client cancelled it: the order is cancelled, which releases its stock).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ ORDER_REJECTED: Final = "OrderRejected"
 ORDER_PAID: Final = "OrderPaid"
 PAYMENT_COMPLETED: Final = "PaymentCompleted"  # published by payments on payment-events
 PAYMENT_FAILED: Final = "PaymentFailed"  # published by payments on payment-events
+PAYMENT_CANCELLED: Final = "OperationCancelled"  # published by payments on payment-events
 
 # Everything the orders service publishes on order-events.
 ORDER_EVENT_TYPES: Final = (ORDER_CREATED, ORDER_CANCELLED, ORDER_REJECTED, ORDER_PAID)
@@ -34,6 +35,6 @@ ORDER_EVENT_TYPES: Final = (ORDER_CREATED, ORDER_CANCELLED, ORDER_REJECTED, ORDE
 INVENTORY_FILTER: Final[dict[str, list[str]]] = {"eventType": [ORDER_CREATED, ORDER_CANCELLED]}
 NOTIFICATIONS_FILTER: Final[dict[str, list[str]]] = {"eventType": [ORDER_CREATED, ORDER_PAID, ORDER_REJECTED]}
 PAID_ORDERS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_COMPLETED]}
-FAILED_PAYMENTS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_FAILED]}
+FAILED_PAYMENTS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_FAILED, PAYMENT_CANCELLED]}
 # Analytics takes every event: no filter policy, raw message delivery.
 ANALYTICS_RAW_DELIVERY: Final = True

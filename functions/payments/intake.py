@@ -103,8 +103,10 @@ def _uri(ref: ClaimCheckRef | None) -> str | None:
 
 def describe_operation(store: OperationStore, operation_id: str) -> OperationView | None:
     operation = store.get_operation(operation_id)
-    if operation is None:
-        return None
+    return view_of(operation) if operation is not None else None
+
+
+def view_of(operation: Operation) -> OperationView:
     return OperationView(
         operation_id=operation.operation_id,
         status=operation.status,

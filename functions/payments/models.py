@@ -130,6 +130,20 @@ class PaymentRequest(ApiModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+class CancelRequest(ApiModel):
+    """``POST /operations/{operationId}/cancel`` body (optional)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    reason: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="Why, kept on the operation",
+        examples=["order changed"],
+    )
+
+
 class OperationAccepted(ApiModel):
     operation_id: str
     status: str = Field(examples=["PENDING"])

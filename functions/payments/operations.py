@@ -5,6 +5,7 @@
     PAYMENT_PROCESSING -> RECONCILING                         (the legacy outcome is unknown)
     RECONCILING -> PAYMENT_COMPLETED | PAYMENT_UNRESOLVED     (charged after all | nobody can tell)
     PAYMENT_COMPLETED, POST_PROCESSING, INVOICE_PENDING -> INVOICE_FAILED   (charged, never invoiced)
+    PENDING -> CANCELLED                                      (the client cancelled before submission)
 
 FAILED is reachable only while no money can have moved: once the legacy system may have charged,
 the unsuccessful endings are PAYMENT_UNRESOLVED (a human must reconcile with the legacy system) and
@@ -49,15 +50,19 @@ class Status(enum.StrEnum):
     FAILED = "FAILED"
     PAYMENT_UNRESOLVED = "PAYMENT_UNRESOLVED"
     INVOICE_FAILED = "INVOICE_FAILED"
+    CANCELLED = "CANCELLED"
 
     @property
     def terminal(self) -> bool:
         return self in TERMINAL
 
 
-TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.PAYMENT_UNRESOLVED, Status.INVOICE_FAILED})
-# Terminal states that are not success: kept longer (failed_ttl_days), and each has an alarm.
-UNSUCCESSFUL = TERMINAL - {Status.COMPLETED}
+TERMINAL = frozenset(
+    {Status.COMPLETED, Status.FAILED, Status.PAYMENT_UNRESOLVED, Status.INVOICE_FAILED, Status.CANCELLED}
+)
+# Terminal states that are not success: kept longer (failed_ttl_days), and each has an alarm. A
+# cancellation is the client's choice, not a failure: kept as long as a success, not alarmed.
+UNSUCCESSFUL = TERMINAL - {Status.COMPLETED, Status.CANCELLED}
 
 # What each state means, for the README, the OpenAPI document and operators.
 MEANING: dict[Status, str] = {
@@ -74,6 +79,7 @@ MEANING: dict[Status, str] = {
     "reconciliation budget: a human must reconcile (alarmed)",
     Status.INVOICE_FAILED: "charged, but the invoice was refused or could not be issued within its "
     "budget; see error and results.paymentRef (alarmed)",
+    Status.CANCELLED: "cancelled by the client before the payment was submitted; nothing was charged",
 }
 
 # The happy path, in order.
@@ -91,7 +97,7 @@ CHARGED = frozenset({Status.PAYMENT_COMPLETED, Status.POST_PROCESSING, Status.IN
 ALLOWED: dict[Status, frozenset[Status]] = {
     current: frozenset({following}) for current, following in itertools.pairwise(HAPPY_PATH)
 }
-ALLOWED[Status.PENDING] |= {Status.FAILED}
+ALLOWED[Status.PENDING] |= {Status.FAILED, Status.CANCELLED}
 ALLOWED[Status.PAYMENT_PROCESSING] |= {Status.FAILED, Status.RECONCILING}
 ALLOWED[Status.RECONCILING] = frozenset({Status.PAYMENT_COMPLETED, Status.FAILED, Status.PAYMENT_UNRESOLVED})
 for _charged in CHARGED:
@@ -110,6 +116,7 @@ STEP_OF: dict[Status, tuple[str, str]] = {
     Status.COMPLETED: ("invoice", "COMPLETED"),
     Status.PAYMENT_UNRESOLVED: ("payment", "UNRESOLVED"),
     Status.INVOICE_FAILED: ("invoice", "FAILED"),
+    Status.CANCELLED: ("request", "CANCELLED"),
 }
 # The step that failed, by the state the operation was in when it became FAILED.
 FAILED_STEP: dict[Status, str] = {
@@ -197,9 +204,9 @@ def plan_transition(
     """
     MACHINE.check(operation.operation_id, operation.status, target)
     moment = now or datetime.now(UTC)
-    if target in UNSUCCESSFUL:
-        if error is None:
-            raise ValueError(f"a transition to {target} needs an error")
+    if target in UNSUCCESSFUL and error is None:
+        raise ValueError(f"a transition to {target} needs an error")
+    if error is not None:
         attributes["error"] = error
     if target is Status.FAILED:
         step = Step(FAILED_STEP[operation.status], "FAILED", now_iso(moment))

@@ -82,6 +82,9 @@ PAYMENT_DONE = frozenset(
         Status.FAILED,
         Status.PAYMENT_UNRESOLVED,
         Status.INVOICE_FAILED,
+        # Cancelled before submission: the payment step must never run (the worker's conditional
+        # PENDING -> PAYMENT_PROCESSING fails, re-reads CANCELLED, and acknowledges without a charge).
+        Status.CANCELLED,
     }
 )
 POST_PROCESSING_DONE = frozenset({Status.INVOICE_PENDING, Status.COMPLETED, Status.INVOICE_FAILED})

@@ -25,6 +25,7 @@ PAYMENT_UNRESOLVED: Final = "PaymentUnresolved"
 INVOICE_REQUESTED: Final = "InvoiceRequested"
 INVOICE_FAILED: Final = "InvoiceFailed"
 OPERATION_COMPLETED: Final = "OperationCompleted"
+OPERATION_CANCELLED: Final = "OperationCancelled"  # the client cancelled a PENDING operation
 # The sweeper's re-drive of a step whose message is gone (parked, expired, deleted): one type per
 # step so that it reaches that step's queue only, never another service's subscription.
 PAYMENT_REDRIVE_DUE: Final = "PaymentRedriveDue"

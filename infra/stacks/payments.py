@@ -135,7 +135,7 @@ class PaymentsStack(RelayStack):
             environment=env.API.environment(
                 **common, max_body_bytes=settings.max_body_bytes, silence_seconds=lifecycle.silence_seconds
             ),
-            description="POST /payments (202 + operationId), GET /operations/{operationId}",
+            description="POST /payments (202 + operationId), GET /operations/{operationId}, POST …/cancel",
         )
         operations.grant_read_write_data(api_fn.function)
         # A client's Idempotency-Key: read to answer a retry, put (conditionally, in the operation's
@@ -153,6 +153,7 @@ class PaymentsStack(RelayStack):
             routes=[
                 (apigw.HttpMethod.POST, "/payments"),
                 (apigw.HttpMethod.GET, "/operations/{operationId}"),
+                (apigw.HttpMethod.POST, "/operations/{operationId}/cancel"),
             ],
         )
 

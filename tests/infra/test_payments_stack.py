@@ -27,7 +27,11 @@ def _id(template, path_suffix):
 
 def test_every_route_requires_iam_authorization(payments):
     routes = _of(payments, "AWS::ApiGatewayV2::Route")
-    assert {r["RouteKey"] for r in routes.values()} == {"POST /payments", "GET /operations/{operationId}"}
+    assert {r["RouteKey"] for r in routes.values()} == {
+        "POST /payments",
+        "GET /operations/{operationId}",
+        "POST /operations/{operationId}/cancel",
+    }
     for route in routes.values():
         assert route["AuthorizationType"] == "AWS_IAM"
 

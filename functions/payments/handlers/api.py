@@ -1,4 +1,5 @@
-"""HTTP API handler: ``POST /payments`` (202 + operationId) and ``GET /operations/{operationId}``.
+"""HTTP API handler: ``POST /payments`` (202 + operationId), ``GET /operations/{operationId}`` and
+``POST /operations/{operationId}/cancel``.
 
 Thin: Powertools resolver with request validation (pydantic models in ``payments.models``), the
 domain in ``payments.intake``. The OpenAPI document generated from this resolver is checked in as
@@ -12,8 +13,16 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 
-from payments.intake import IdempotencyKeyMismatch, accept_payment, describe_operation
-from payments.models import ErrorResponse, FieldError, OperationAccepted, OperationView, PaymentRequest
+from payments.cancellation import NotCancellable, OperationNotFound, cancel_operation
+from payments.intake import IdempotencyKeyMismatch, accept_payment, describe_operation, view_of
+from payments.models import (
+    CancelRequest,
+    ErrorResponse,
+    FieldError,
+    OperationAccepted,
+    OperationView,
+    PaymentRequest,
+)
 from payments.settings import API
 from payments.wiring import wiring
 from relay import api
@@ -88,7 +97,38 @@ def get_operation(
     return Response(status_code=200, content_type=_JSON, body=view.to_json_dict())
 
 
+@app.post(
+    "/operations/<operationId>/cancel",
+    summary="Cancel an operation",
+    description=(
+        "Only a PENDING operation (its payment not yet submitted to the legacy system) can be "
+        "cancelled: it becomes CANCELLED (terminal; nothing is charged) and OperationCancelled releases "
+        "an order's reservation. Once submitted: 409 with the state and why. A repeated cancel answers "
+        "the cancelled operation again, unchanged. The body is optional."
+    ),
+    responses={
+        200: errors.doc("The cancelled operation", OperationView),
+        **errors.body_docs(too_large="Body larger than the configured maximum"),
+        404: errors.doc("No operation with this id"),
+        409: errors.doc("The operation can no longer be cancelled; the message says its state and why"),
+    },
+    tags=["operations"],
+)
+def cancel(
+    operation_id: Annotated[str, Path(alias="operationId", min_length=1, max_length=64)],
+    request: Annotated[CancelRequest | None, Body(embed=False)] = None,
+) -> Response[dict[str, Any]]:
+    wired = _wiring()
+    cancelled = cancel_operation(
+        wired.store, wired.settings, operation_id, reason=request.reason if request else None
+    )
+    logger.info("operation cancelled", extra={"operation_id": operation_id, "already": cancelled.already})
+    return Response(status_code=200, content_type=_JSON, body=view_of(cancelled.operation).to_json_dict())
+
+
 errors.answer(IdempotencyKeyMismatch, 422, "IdempotencyKeyMismatch")
+errors.answer(OperationNotFound, 404, "OperationNotFound")
+errors.answer(NotCancellable, 409, "OperationNotCancellable")
 
 
 handler = api.lambda_handler(app, max_body_bytes=lambda: _wiring().settings.max_body_bytes)

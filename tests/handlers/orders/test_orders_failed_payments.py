@@ -1,5 +1,6 @@
-"""Failed payments: a payment that failed cancels its still-open order, records why, and releases the
-reserved stock through OrderCancelled -- once; a closed or paid order is left as it is."""
+"""Failed payments: a payment that failed, or that its client cancelled, cancels its still-open order,
+records why, and releases the reserved stock through OrderCancelled -- once; a closed or paid order is
+left as it is."""
 
 from __future__ import annotations
 
@@ -12,13 +13,37 @@ from tests.handlers.orders.world import (
     OrdersWorld,
     deliver,
     failed_ids,
+    operation_cancelled,
     payment_completed,
     payment_failed,
 )
 
 
-def test_failed_payments_hear_payment_failed_only() -> None:
-    assert SUBSCRIPTIONS[FAILED_PAYMENTS].filter_policy == {"eventType": ["PaymentFailed"]}
+def test_failed_payments_hear_payment_failed_and_operation_cancelled_only() -> None:
+    assert SUBSCRIPTIONS[FAILED_PAYMENTS].filter_policy == {
+        "eventType": ["PaymentFailed", "OperationCancelled"]
+    }
+
+
+def test_a_cancelled_payment_cancels_the_reserved_order_and_releases_its_stock_once(
+    world: OrdersWorld,
+) -> None:
+    before = world.stock("SKU-MUG")
+    order_id = placed_order()
+    deliver(world, INVENTORY, *world.outbox(order_id, "OrderCreated"))
+    cancelled_payment = operation_cancelled(order_id, "op-7")
+
+    response = deliver(world, FAILED_PAYMENTS, cancelled_payment, cancelled_payment, times=2)
+
+    assert failed_ids(response) == []
+    order = world.order(order_id)
+    assert order is not None and order["status"] == "CANCELLED"
+    assert order["cancellation"]["code"] == "PaymentCancelled"
+    assert order["cancellation"]["reason"] == "payment op-7 was cancelled: PaymentCancelled: order changed"
+    (cancelled,) = world.outbox(order_id, "OrderCancelled")
+    assert cancelled.payload is not None and cancelled.payload["reason"] == "PaymentCancelled"
+    deliver(world, INVENTORY, cancelled)
+    assert world.stock("SKU-MUG") == before
 
 
 def test_a_failed_payment_cancels_the_reserved_order_records_why_and_releases_its_stock(

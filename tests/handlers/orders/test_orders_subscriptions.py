@@ -30,6 +30,7 @@ from tests.handlers.orders.world import (
     PAYMENT_TOPIC,
     OrdersWorld,
     failed_ids,
+    operation_cancelled,
     payment_completed,
     payment_failed,
 )
@@ -106,9 +107,12 @@ def test_payment_completed_reaches_only_the_paid_orders_queue(world: OrdersWorld
     assert reached == {PAID_ORDERS}
 
 
-def test_payment_failed_reaches_the_failed_payments_queue_only(world: OrdersWorld) -> None:
-    # Issue 14: a failed payment releases its order's stock (orders.fulfilment.cancel_unpaid).
-    world.publish(PAYMENT_TOPIC, payment_failed("ord-1", "op-1"))
+@pytest.mark.parametrize("outcome", [payment_failed, operation_cancelled])
+def test_payment_failed_and_cancelled_reach_the_failed_payments_queue_only(
+    world: OrdersWorld, outcome: Any
+) -> None:
+    # A failed or cancelled payment releases its order's stock (orders.fulfilment.cancel_unpaid).
+    world.publish(PAYMENT_TOPIC, outcome("ord-1", "op-1"))
 
     reached = {name for name, received in bodies(world).items() if received}
 

@@ -276,6 +276,23 @@ def payment_failed(order_id: str | None, operation_id: str, *, code: str = "Paym
     )
 
 
+def operation_cancelled(
+    order_id: str | None, operation_id: str, *, reason: str = "order changed"
+) -> Envelope:
+    """An OperationCancelled as payments publishes it (``payments.cancellation``): the operation's ids,
+    payload ``{reason}``."""
+    ids = {"operationId": operation_id, "paymentId": "pay-1"}
+    if order_id is not None:
+        ids["orderId"] = order_id
+    return new_envelope(
+        "OperationCancelled",
+        identity=[operation_id, "cancelled"],
+        ids=ids,
+        payload={"reason": reason},
+        correlation_id=f"corr-{operation_id}",
+    )
+
+
 def failed_ids(response: Mapping[str, Any]) -> list[str]:
     return [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
 
