@@ -111,6 +111,13 @@ class PaymentsConfig(_Strict):
     failed_ttl_days: int = Field(default=90, ge=1)
     claim_check_expiration_days: int = Field(default=30, ge=1)
     lifecycle: LifecycleConfig = LifecycleConfig()
+    # Completion notices to clients' callback URLs (payments.notices): how long one POST may take, and
+    # how long a receiver may stay unreachable before its notice is parked (RetryBudgetSpent).
+    notice_timeout_seconds: int = Field(default=5, ge=1, le=30)
+    notice_retry_budget_seconds: int = Field(default=86_400, ge=60, le=86_400 * 3)
+    # Plain-http callback URLs on loopback: for a stage whose receivers are local fakes only. On AWS a
+    # loopback URL would be the function's own sandbox, so it is refused (SSRF guard) unless set.
+    callback_allow_loopback_http: bool = False
 
     @field_validator("legacy_payments_url", "invoice_api_url")
     @classmethod

@@ -169,6 +169,18 @@ def _archived(subject: Subject) -> str | None:
     return None
 
 
+def _notice(subject: Subject) -> str | None:
+    """A notice is owed only to an operation with a callback URL."""
+    from ops.lookup import _items
+
+    operation_id = subject.envelope.ids.get("operationId", "")
+    rows = _items(subject.app, subject.env("OPERATIONS_TABLE"), f"OPERATION#{operation_id}")
+    item = next((r for r in rows if r.get("sk") == "OPERATION"), None)
+    if item is not None and not item.get("callbackUrl"):
+        return None
+    return _side_effect("payments.notices", lambda e: f"{e.ids.get('operationId', '')}:notice")(subject)
+
+
 def _report_key(envelope: Envelope) -> str:
     from reports.notification import notification_key
 
@@ -185,6 +197,9 @@ EVIDENCE: dict[str, Evidence] = {
     ),
     "payments.handlers.invoice_worker.handler": Evidence(
         MARKER + ", else the operation past the invoice step", _payment_marker("INVOICE_STEP")
+    ),
+    "payments.handlers.notice_sender.handler": Evidence(
+        "the completion notice's side-effect record (when the operation has a callback URL)", _notice
     ),
     "payments.handlers.sweeper.handler": Evidence(
         "none: a sweep acts on whatever is due then, not on one event; ops status shows the backlog", None

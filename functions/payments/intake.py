@@ -71,6 +71,7 @@ def accept_payment(
             created_at=at,
             updated_at=at,
             steps=(Step("request", "ACCEPTED", at),),
+            callback_url=request.callback_url,
         )
         event = new_envelope(
             PAYMENT_REQUESTED,
@@ -127,4 +128,5 @@ def view_of(operation: Operation) -> OperationView:
             payment_ref=operation.payment_ref,
             invoice_id=operation.invoice_id,
         ),
+        callback_url=operation.callback_url,
     )

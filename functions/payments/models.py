@@ -93,6 +93,18 @@ class PaymentRequest(ApiModel):
     )
     payer: str = Field(min_length=1, max_length=256, examples=["acct-payer-1"])
     payee: str = Field(min_length=1, max_length=256, examples=["acct-payee-9"])
+    callback_url: str | None = Field(
+        None,
+        min_length=8,
+        max_length=2048,
+        description=(
+            "Where to POST the operation's completion notice once it ends (signed: see the README). "
+            "https, to a public host: private, loopback and link-local addresses are refused, and "
+            "redirects are never followed (the sandbox also accepts http on loopback)"
+        ),
+        examples=["https://hooks.example.com/relay/payments"],
+        json_schema_extra={"pattern": "^https?://"},
+    )
     # JSON Schema cannot bound nesting; relay.api refuses a body deeper than MAX_BODY_DEPTH (32) with a 400.
     details: dict[str, Any] = Field(
         default_factory=dict,
@@ -187,6 +199,7 @@ class OperationView(ApiModel):
     )
     attempts: int | None = Field(None, description="How often the current step has been retried")
     results: ResultRefs | None = None
+    callback_url: str | None = Field(None, description="Where the completion notice goes, if asked for")
 
 
 class FieldError(api_models.FieldError):

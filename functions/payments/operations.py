@@ -173,6 +173,8 @@ class Operation:
     last_error: str | None = None
     redrives: int = 0
     deadline_at: int | None = None
+    # Where the client wants its completion notice (``payments.notices``), checked when accepted.
+    callback_url: str | None = None
 
     @property
     def since(self) -> datetime:

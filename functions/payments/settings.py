@@ -44,6 +44,11 @@ class Settings(OutboxSettings):
     # to the bucket's expiry.
     claim_check_expiration_days: int = Field(30, gt=0)
     claim_check_warning_days: int = Field(3, ge=0)
+    # Completion notices (``payments.notices``): a callback URL may be plain http on loopback only
+    # where the stage says so (the sandbox, whose receivers are local fakes); the signing key.
+    callback_allow_loopback_http: bool = False
+    notice_signing_secret_arn: str | None = None
+    notice_timeout_seconds: float = Field(5.0, gt=0, le=30)
 
     def budget_seconds(self, status: Status) -> int:
         """The budget of the step a non-terminal state belongs to, counted from entering the state."""
@@ -92,7 +97,7 @@ API = FunctionEnvironment(
     Settings,
     "api",
     required=("operations_table", "idempotency_table", "payments_bucket"),
-    optional=("max_body_bytes", *_TTLS, "silence_seconds"),
+    optional=("max_body_bytes", *_TTLS, "silence_seconds", "callback_allow_loopback_http"),
 )
 OUTBOX_PUBLISHER = FunctionEnvironment(
     Settings, "outbox-publisher", required=("operations_table", "events_topic_arn")
@@ -120,6 +125,12 @@ INVOICE_WORKER = FunctionEnvironment(
     "invoice-worker",
     required=("operations_table", "idempotency_table", "payments_bucket", "invoice_api_url"),
     optional=(*_TTLS, *LIFECYCLE, "legacy_timeout_seconds"),
+)
+NOTICE_SENDER = FunctionEnvironment(
+    Settings,
+    "notice-sender",
+    required=("operations_table", "idempotency_table", "notice_signing_secret_arn"),
+    optional=("callback_allow_loopback_http", "notice_timeout_seconds"),
 )
 SWEEPER = FunctionEnvironment(
     Settings,

@@ -128,6 +128,7 @@ def operation_from_item(item: Mapping[str, Any]) -> Operation:
         deadline_at=int(item[deadlines.AT_ATTRIBUTE])
         if item.get(deadlines.AT_ATTRIBUTE) is not None
         else None,
+        callback_url=str(item["callbackUrl"]) if item.get("callbackUrl") else None,
     )
 
 
@@ -176,6 +177,8 @@ class OperationStore(EntityStore):
         }
         if operation.order_id:
             item["orderId"] = operation.order_id
+        if operation.callback_url:
+            item["callbackUrl"] = operation.callback_url
         self.apply(
             [
                 put(self.table_name, item, "attribute_not_exists(pk)"),

@@ -39,6 +39,15 @@ POST_PROCESSING_FILTER: Final[dict[str, list[str]]] = {
     "eventType": [PAYMENT_COMPLETED, POST_PROCESSING_REDRIVE_DUE]
 }
 INVOICE_REQUESTS_FILTER: Final[dict[str, list[str]]] = {"eventType": [INVOICE_REQUESTED, INVOICE_REDRIVE_DUE]}
+# Every terminal state's event: the notice sender tells the client's callback URL (payments.notices).
+NOTICE_EVENTS: Final = (
+    OPERATION_COMPLETED,
+    PAYMENT_FAILED,
+    PAYMENT_UNRESOLVED,
+    INVOICE_FAILED,
+    OPERATION_CANCELLED,
+)
+NOTICES_FILTER: Final[dict[str, list[str]]] = {"eventType": list(NOTICE_EVENTS)}
 # The sweeper's schedule puts this (an envelope) on the sweeps queue.
 SWEEP_DUE: Final = "SweepDue"
 RAW_DELIVERY: Final = False

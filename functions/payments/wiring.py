@@ -11,9 +11,10 @@ import functools
 
 from payments.invoices import InvoiceApiClient
 from payments.legacy import LegacyPaymentsClient
+from payments.notices import NoticeDeps
 from payments.settings import Settings
 from payments.store import OperationStore
-from relay.clients import AwsClients
+from relay.clients import AwsClients, aws_client
 from relay.wiring import Wired
 
 
@@ -44,6 +45,24 @@ class Wiring(AwsClients):
     def invoices(self) -> InvoiceApiClient:
         return InvoiceApiClient(
             self.settings.require("invoice_api_url"), timeout_seconds=self.settings.legacy_timeout_seconds
+        )
+
+    @functools.cached_property
+    def notices(self) -> NoticeDeps:
+        from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+        secrets = SecretsProvider(boto3_client=aws_client("secretsmanager"))
+        arn = self.settings.require("notice_signing_secret_arn")
+
+        def secret() -> str:
+            # Powertools keeps it for 5 minutes: a rotated secret is picked up without a cold start.
+            return str(secrets.get(arn, max_age=300))
+
+        return NoticeDeps(
+            store=self.store,
+            secret=secret,
+            allow_loopback_http=self.settings.callback_allow_loopback_http,
+            timeout_seconds=self.settings.notice_timeout_seconds,
         )
 
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import Acknowledgment, Duration, Validations
 from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as scheduler_targets
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from payments import settings as env
 from payments.subscriptions import (
     INVOICE_REQUESTS_FILTER,
+    NOTICES_FILTER,
     PAYMENT_REQUESTS_FILTER,
     POST_PROCESSING_FILTER,
     RAW_DELIVERY,
@@ -107,10 +109,14 @@ class PaymentsStack(RelayStack):
             settings=queues,
             removal_policy=keep,
         )
+        notices_q = ReliableQueue(
+            self, "Notices", name="notices", naming=naming, settings=queues, removal_policy=keep
+        )
         for queue, spec in (
             (requests_q, PAYMENT_REQUESTS_FILTER),
             (post_q, POST_PROCESSING_FILTER),
             (invoice_q, INVOICE_REQUESTS_FILTER),
+            (notices_q, NOTICES_FILTER),
         ):
             topic.subscribe(queue, filter_policy=allowlist_filter(spec), raw_delivery=RAW_DELIVERY)
         self.topic = topic
@@ -133,7 +139,10 @@ class PaymentsStack(RelayStack):
             settings=functions,
             handler="payments.handlers.api.handler",
             environment=env.API.environment(
-                **common, max_body_bytes=settings.max_body_bytes, silence_seconds=lifecycle.silence_seconds
+                **common,
+                max_body_bytes=settings.max_body_bytes,
+                silence_seconds=lifecycle.silence_seconds,
+                callback_allow_loopback_http=settings.callback_allow_loopback_http,
             ),
             description="POST /payments (202 + operationId), GET /operations/{operationId}, POST …/cancel",
         )
@@ -223,6 +232,54 @@ class PaymentsStack(RelayStack):
             idempotency.grant_read_write_data(consumer.function)
             claim_checks.grant_prefix(consumer.role, CLAIM_CHECK_PREFIX, read=True, why=CLAIM_CHECK_GRANT)
 
+        # Completion notices: every terminal event -> the client's callback URL, signed with this
+        # deployment's key (HMAC-SHA256; receivers verify it, README "Completion notices").
+        signing_key = secretsmanager.Secret(
+            self,
+            "NoticeSigningKey",
+            description="HMAC-SHA256 key that signs payments completion notices (Relay-Signature)",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                exclude_punctuation=True, password_length=64
+            ),
+        )
+        Validations.of(signing_key).acknowledge(
+            Acknowledgment(
+                id="AwsSolutions::AwsSolutions-SMG4",
+                reason="Receivers hold a copy of this key to verify notices; rotating it automatically "
+                "would make every receiver reject notices until it is handed the new key. Rotate by "
+                "hand: verify accepts several v1 signatures, so receivers can take the new key first "
+                "(README, 'Completion notices').",
+            )
+        )
+        notifier = QueueConsumer(
+            self,
+            "NoticeSender",
+            settings=functions,
+            queue=notices_q,
+            handler="payments.handlers.notice_sender.handler",
+            timeout=Duration.seconds(30),
+            # A receiver may be down for a while: retried with backoff for this long, then parked.
+            retry_budget=Duration.seconds(settings.notice_retry_budget_seconds),
+            environment=env.NOTICE_SENDER.environment(
+                operations_table=operations.table_name,
+                idempotency_table=idempotency.table_name,
+                notice_signing_secret_arn=signing_key.secret_arn,
+                callback_allow_loopback_http=settings.callback_allow_loopback_http,
+                notice_timeout_seconds=settings.notice_timeout_seconds,
+            ),
+            description="Terminal events → the client's callback URL, signed, once",
+        )
+        # Reads the operation; its once-guard (Powertools record) lives in the idempotency table.
+        operations.grant(notifier.function, "dynamodb:GetItem")
+        idempotency.grant(
+            notifier.function,
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+        )
+        signing_key.grant_read(notifier.function)
+
         # The sweeper: every few minutes Scheduler puts a SweepDue envelope on the sweeps queue; the
         # sweeper reads the deadline index and re-drives, gives up or re-publishes what is overdue.
         sweeps_q = ReliableQueue(
@@ -291,10 +348,10 @@ class PaymentsStack(RelayStack):
             self,
             "Alarms",
             settings=self.monitoring,
-            queues=[requests_q, post_q, invoice_q, sweeps_q],
+            queues=[requests_q, post_q, invoice_q, sweeps_q, notices_q],
             topics=[topic],
             outbox_publishers=[publisher],
-            consumers=[worker, post, invoicer, sweeper],
+            consumers=[worker, post, invoicer, sweeper, notifier],
             dead_letter_queues={"sweep-schedule-dlq": schedule_dlq},
             kernel_metrics=[
                 KernelMetric(

@@ -138,9 +138,9 @@ def test_payment_worker_can_send_delayed_rechecks_to_its_own_queue(payments):
 def test_alarms_cover_dlqs_consumers_and_payload_conflicts(payments):
     alarms = _of(payments, "AWS::CloudWatch::Alarm").values()
     metrics = [a["MetricName"] for a in alarms]
-    # 3 work DLQs + the sweeps DLQ + the sweep schedule's DLQ, undeliverable, stream
-    assert metrics.count("ApproximateNumberOfMessagesVisible") == 7
-    assert metrics.count("Errors") == 5  # outbox publisher + three workers + the sweeper
+    # 3 work DLQs + the notices DLQ + the sweeps DLQ + the sweep schedule's DLQ, undeliverable, stream
+    assert metrics.count("ApproximateNumberOfMessagesVisible") == 8
+    assert metrics.count("Errors") == 6  # outbox publisher + three workers + the notice sender + the sweeper
     for lifecycle in ("OperationsOverdue", "ClaimChecksExpiring", "PaymentUnresolved", "InvoiceFailed"):
         (alarm,) = [a for a in alarms if a["MetricName"] == lifecycle]
         assert alarm["Dimensions"] == [{"Name": "service", "Value": "payments"}]

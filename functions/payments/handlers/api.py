@@ -26,6 +26,7 @@ from payments.models import (
 from payments.settings import API
 from payments.wiring import wiring
 from relay import api
+from relay.callback_urls import CallbackUrlRefused, check_callback_url
 from relay.observability import logger as relay_logger
 
 logger = relay_logger()
@@ -56,6 +57,13 @@ def create_payment(
     idempotency_key: Annotated[str | None, api.idempotency_key_header()] = None,
 ) -> Response[dict[str, Any]]:
     wired = _wiring()
+    if request.callback_url is not None:
+        try:
+            check_callback_url(
+                request.callback_url, allow_loopback_http=wired.settings.callback_allow_loopback_http
+            )
+        except CallbackUrlRefused as refused:
+            return errors.invalid_field("callbackUrl", str(refused))
     accepted = accept_payment(
         request,
         idempotency_key=idempotency_key,

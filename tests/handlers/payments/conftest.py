@@ -42,6 +42,8 @@ def infra(
         "LEGACY_PAYMENTS_URL": legacy.base_url,
         "INVOICE_API_URL": invoice_api.base_url,
         "LEGACY_TIMEOUT_SECONDS": "1",
+        # The callback receivers of these tests are local fakes (test_payments_notices.py).
+        "CALLBACK_ALLOW_LOOPBACK_HTTP": "true",
     }
     with mock_aws():
         infrastructure = create_infrastructure(overrides)

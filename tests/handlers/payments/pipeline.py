@@ -166,7 +166,13 @@ class Pump:
     """Moves work through the pipeline the way the managed glue would."""
 
     def __init__(self, infra: Infrastructure, *, deliveries: int = 2, publish_deliveries: int = 1) -> None:
-        from payments.handlers import invoice_worker, outbox_publisher, payment_worker, post_processor
+        from payments.handlers import (
+            invoice_worker,
+            notice_sender,
+            outbox_publisher,
+            payment_worker,
+            post_processor,
+        )
 
         self.infra = infra
         self.deliveries = deliveries
@@ -175,6 +181,7 @@ class Pump:
             "payment-requests": payment_worker.handler,
             "post-processing": post_processor.handler,
             "invoice-requests": invoice_worker.handler,
+            "notices": notice_sender.handler,
         }
         self.publisher: Handler = outbox_publisher.handler
         # On top of the fixture's env(): what each function sets differently from the others (and

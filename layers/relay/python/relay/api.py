@@ -210,6 +210,7 @@ class ErrorAnswers:
         self.app = app
         self.model = model
         self.field_model = field_model
+        self.not_done = not_done
 
         def invalid(exc: RequestValidationError) -> Any:
             pairs = field_errors(exc.errors(), unqualified=unqualified, strip_value_error=strip_value_error)
@@ -238,6 +239,12 @@ class ErrorAnswers:
 
         body = self.model(error=error, message=message, fields=fields).to_json_dict()
         return Response(status_code=status, content_type=_JSON, body=body, headers=headers)
+
+    def invalid_field(self, field: str, message: str) -> Response[dict[str, Any]]:
+        """The 400 of a field the model accepted but a later check refused (the same shape as a
+        validation error: a client cannot tell, and needs not)."""
+        fields = [self.field_model(field=field, message=message)]
+        return self.response(400, "ValidationError", f"the request is invalid; {self.not_done}", fields)
 
     def answer(self, exception: type[Exception], status: int, error: str) -> None:
         """Answer ``exception`` with ``status`` and ``error``; its text is the message."""

@@ -11,6 +11,9 @@ also makes a 500, 502 or 504 ``OutcomeUnknown``.
 Redirects are NOT followed: urllib would follow a 30x to any host, which turns a URL check done before
 the request into a bypassable one (an SSRF hole towards, say, the instance metadata endpoint). A 3xx is
 returned as a status like any other.
+
+A ``sign`` callback (``relay.signing.signature_headers``) adds headers computed over the exact bytes
+sent, so a receiver can check them against the raw body it reads.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import http.client
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -98,14 +101,20 @@ def post_json(
     headers: Mapping[str, str],
     timeout: float,
     what: str,
+    sign: Callable[[bytes], Mapping[str, str]] | None = None,
 ) -> HttpResponse:
-    """POST `body` as JSON; `what` names the system in error messages ("legacy payment system")."""
+    """POST `body` as JSON; `what` names the system in error messages ("legacy payment system").
+
+    `sign(data)` returns headers to add (a signature), given the encoded body: computed here, over the
+    bytes that go on the wire, because a signature over the mapping would depend on how it is encoded.
+    """
     data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    signature = sign(data) if sign is not None else {}
     request = urllib.request.Request(  # noqa: S310 - the URL is a configured http(s) URL
         url,
         data=data,
         method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
+        headers={"Content-Type": "application/json", "Accept": "application/json", **headers, **signature},
     )
     return _exchange(request, timeout=timeout, what=what)
 
@@ -139,18 +148,26 @@ class WebhookClient:
         self.timeout_seconds = timeout_seconds
         self.what = what
 
-    def send(self, body: Mapping[str, Any], *, idempotency_key: str) -> dict[str, Any]:
+    def send(
+        self,
+        body: Mapping[str, Any],
+        *,
+        idempotency_key: str,
+        sign: Callable[[bytes], Mapping[str, str]] | None = None,
+    ) -> dict[str, Any]:
+        """`sign`: as for ``post_json`` (``relay.signing.signature_headers(secret)`` for a signed notice)."""
         response = post_json(
             self.url,
             body,
             headers={"Idempotency-Key": idempotency_key},
             timeout=self.timeout_seconds,
             what=self.what,
+            sign=sign,
         )
         if 300 <= response.status < 400:
             raise BusinessRejection(
                 f"{self.what} answered a redirect (HTTP {response.status}); not followed. Parked: configure "
-                "NOTIFY_WEBHOOK_URL with the final URL, then redrive."
+                f"the final URL instead of {self.url}, then redrive."
             )
         error = classify_http_status(
             response.status, response.text, retry_after=response.retry_after, what=self.what

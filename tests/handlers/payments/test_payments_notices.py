@@ -1,0 +1,190 @@
+"""Completion notices: a callbackUrl is checked (SSRF guard) when accepted; when the operation ends, the
+notice sender POSTs {operationId, status, paymentId, orderId, completedAt, error?} once, signed with the
+deployment's Secrets Manager key, retried while the receiver fails and parked with the reason when it
+refuses; a receiver that answered 2xx is never notified again, whatever the duplicate deliveries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from local.fakes.invoice_api import InvoiceApiFake
+from local.fakes.legacy_payments import LegacyPaymentsFake
+from local.fakes.webhook import WebhookFake
+from tests.handlers.payments.builders import (
+    accepted_operation,
+    body_of,
+    deliver,
+    failed_ids,
+    outbox_envelope,
+    payment_request,
+    post_payment,
+)
+from tests.handlers.payments.pipeline import Infrastructure, Pump
+from tests.handlers.payments.test_payments_cancel import cancel
+
+
+def signing_secret(infra: Infrastructure) -> str:
+    arn = infra.env()["NOTICE_SIGNING_SECRET_ARN"]
+    from tests.handlers.stack_world import aws
+
+    return str(aws("secretsmanager").get_secret_value(SecretId=arn)["SecretString"])
+
+
+@pytest.fixture
+def receiver(infra: Infrastructure) -> Iterator[WebhookFake]:
+    fake = WebhookFake(signing_secret=signing_secret(infra))
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+def run_notices(event: dict[str, Any]) -> dict[str, Any]:
+    from payments.handlers import notice_sender
+
+    from tests.builders import FakeContext
+
+    return notice_sender.handler(event, FakeContext())
+
+
+def notices(receiver: WebhookFake) -> list[dict[str, Any]]:
+    return [d for d in receiver.deliveries() if d["path"] == "/relay/notices"]
+
+
+def completed_with_callback(infra: Infrastructure, receiver: WebhookFake, **request: Any) -> str:
+    operation_id = accepted_operation(
+        payment_request(callbackUrl=f"{receiver.base_url}/relay/notices", **request)
+    )
+    Pump(infra).run()
+    return operation_id
+
+
+def test_a_completed_operation_notifies_its_callback_once_signed_with_the_deployments_key(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake, receiver: WebhookFake
+) -> None:
+    operation_id = completed_with_callback(infra, receiver, orderId="ord-7")
+
+    (notice,) = notices(receiver)
+    assert notice["signature"] == "valid"
+    assert notice["key"] == f"{operation_id}:notice"
+    item = infra.operation_item(operation_id)
+    assert item is not None and item["status"] == "COMPLETED"
+    assert notice["body"] == {
+        "operationId": operation_id,
+        "status": "COMPLETED",
+        "paymentId": item["paymentId"],
+        "orderId": "ord-7",
+        "completedAt": item["stateSince"],
+    }
+    assert receiver.notices_by_key() == {f"{operation_id}:notice": {"valid": 1}}
+
+
+def test_a_duplicate_terminal_event_does_not_notify_again(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake, receiver: WebhookFake
+) -> None:
+    operation_id = completed_with_callback(infra, receiver)  # the Pump delivers every batch twice
+    completed = outbox_envelope(infra, operation_id, "OperationCompleted")
+
+    assert failed_ids(run_notices(deliver(infra, "notices", completed, completed))) == []
+
+    assert receiver.notices_by_key() == {f"{operation_id}:notice": {"valid": 1}}
+
+
+def test_an_operation_without_a_callback_sends_nothing(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake, receiver: WebhookFake
+) -> None:
+    operation_id = accepted_operation(payment_request())
+    Pump(infra).run()
+
+    assert infra.operation_item(operation_id)["status"] == "COMPLETED"  # type: ignore[index]
+    assert receiver.deliveries() == []
+    assert infra.receive_all(infra.queues["notices"].dlq_url) == []
+
+
+def test_a_cancelled_operation_is_notified_with_its_status_and_reason(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake, receiver: WebhookFake
+) -> None:
+    operation_id = accepted_operation(payment_request(callbackUrl=f"{receiver.base_url}/relay/notices"))
+    assert cancel(operation_id, {"reason": "changed my mind"})["statusCode"] == 200
+    Pump(infra).run()
+
+    (notice,) = notices(receiver)
+    assert notice["signature"] == "valid"
+    assert notice["body"]["status"] == "CANCELLED"
+    assert notice["body"]["error"] == {"code": "Cancelled", "message": "changed my mind"}
+    assert legacy.calls() == []
+
+
+def test_a_receiver_that_fails_is_retried_and_notified_once_it_answers(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake, receiver: WebhookFake
+) -> None:
+    receiver.set_knobs(outage=True)
+    operation_id = completed_with_callback(infra, receiver)
+    assert notices(receiver) == []
+    completed = outbox_envelope(infra, operation_id, "OperationCompleted")
+    receiver.set_knobs(outage=False)
+
+    # The kernel re-sent a delayed copy on each failure; delivering the event again stands for it.
+    assert failed_ids(run_notices(deliver(infra, "notices", completed))) == []
+
+    assert receiver.notices_by_key() == {f"{operation_id}:notice": {"valid": 1}}
+    assert infra.receive_all(infra.queues["notices"].dlq_url) == []
+
+
+def test_a_receiver_that_refuses_the_notice_gets_it_parked_with_the_reason(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake
+) -> None:
+    # The invoice fake answers 404 on a path it does not serve: a receiver refusing the notice.
+    accepted_operation(payment_request(callbackUrl=f"{invoice_api.base_url}/no-such-receiver"))
+
+    Pump(infra, deliveries=1).run()
+
+    (parked,) = infra.receive_all(infra.queues["notices"].dlq_url)
+    reason = parked["MessageAttributes"]["relay.errorMessage"]["StringValue"]
+    assert "404" in reason, reason
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://93.184.216.34/cb", "https"),
+        ("https://169.254.169.254/latest/meta-data", "link-local"),
+        ("https://10.0.0.7/cb", "private"),
+        ("https://user:pw@93.184.216.34/cb", "user"),
+        ("ftp://93.184.216.34/cb", "https"),
+        ("not a url at all", "callbackUrl"),
+    ],
+)
+def test_a_callback_url_the_guard_refuses_is_400_on_the_field_and_nothing_is_stored(
+    infra: Infrastructure, url: str, why: str
+) -> None:
+    response = post_payment(payment_request(callbackUrl=url))
+
+    assert response["statusCode"] == 400, response
+    error = body_of(response)
+    (field,) = error["fields"]
+    assert field["field"] == "callbackUrl" and why in (field["message"] + field["field"])
+    assert infra.s3_keys() == []
+
+
+def test_on_aws_a_loopback_callback_is_refused(
+    infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relay.wiring import reset_all
+
+    monkeypatch.setenv("CALLBACK_ALLOW_LOOPBACK_HTTP", "false")
+    reset_all()
+
+    response = post_payment(payment_request(callbackUrl="http://127.0.0.1:8080/cb"))
+
+    assert response["statusCode"] == 400
+    assert body_of(response)["fields"][0]["field"] == "callbackUrl"
+
+
+def test_a_public_https_callback_is_accepted_and_kept_on_the_operation(infra: Infrastructure) -> None:
+    operation_id = accepted_operation(payment_request(callbackUrl="https://93.184.216.34/relay"))
+
+    item = infra.operation_item(operation_id)
+    assert item is not None and item["callbackUrl"] == "https://93.184.216.34/relay"
