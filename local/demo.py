@@ -39,7 +39,8 @@ from local.emulator import client
 from local.runtime import PROJECT_ROOT
 from local.sandbox import Sandbox, snapshot, status_line
 
-TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED"}
+TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED", "CANCELLED"}
+CALLBACK_EVERY = 4  # every 4th payment asks for a completion notice (the sandbox's callback receiver)
 OUTAGE_EXPECTED_FROM = 50  # payments
 DEFAULT_PAYMENTS = 100  # `make demo`; DEMO_PAYMENTS or --payments for another size
 
@@ -61,6 +62,7 @@ class Scenario:
         self.payments = payments
         self.retry_every = retry_every
         self.accepted: dict[str, float] = {}  # operationId -> time of the 202
+        self.with_callback: set[str] = set()
         self.completed: dict[str, float] = {}
         self.final: dict[str, str] = {}
         self.replay_mismatches = 0
@@ -82,6 +84,8 @@ class Scenario:
 
     def submit(self, i: int) -> None:
         body = payment_body(i)
+        if i % CALLBACK_EVERY == 1:
+            body["callbackUrl"] = f"{self.sb.receiver.base_url}/demo/notices"
         key = f"demo-{i}-{uuid.uuid4().hex[:8]}"
         url = f"{self.sb.api_url}/payments"
         response = self.session().post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
@@ -92,6 +96,8 @@ class Scenario:
         operation = response.json()["operationId"]
         with self.lock:
             self.accepted.setdefault(operation, time.time())
+            if "callbackUrl" in body:
+                self.with_callback.add(operation)
         if i % self.retry_every == 0:
             # The client did not see the first answer and retries with the same key and body.
             again = self.session().post(url, json=body, headers={"Idempotency-Key": key}, timeout=30)
@@ -233,6 +239,12 @@ class Scenario:
         charge_counts = Counter(charges.get(op, 0) for op in self.accepted)
         invoice_counts = Counter(invoices.get(op, 0) for op in self.accepted)
         parked = self.parked()
+        notices = self.sb.receiver.notices_by_key()
+        notice_verdicts = Counter(
+            "1 valid" if notices.get(f"{op}:notice") == {"valid": 1} else repr(notices.get(f"{op}:notice"))
+            for op in self.with_callback
+        )
+        uninvited = [key for key in notices if key.removesuffix(":notice") not in self.with_callback]
         latencies = sorted(self.completed[op] - self.accepted[op] for op in self.completed)
         legacy_calls = self.sb.legacy.calls()
         outage_rejections = sum(1 for c in legacy_calls if c.get("fault") == "outage")
@@ -252,6 +264,12 @@ class Scenario:
         )
         rows += [(f"operations charged {n}×", str(c)) for n, c in sorted(charge_counts.items())]
         rows += [(f"operations invoiced {n}×", str(c)) for n, c in sorted(invoice_counts.items())]
+        rows.append(
+            (
+                f"completion notices ({len(self.with_callback)} callbacks)",
+                ", ".join(f"{v}: {n}" for v, n in sorted(notice_verdicts.items())) or "none",
+            )
+        )
         rows.append(("duplicate deliveries injected", str(duplicates_sent)))
         rows.append(("legacy calls refused by the outage", str(outage_rejections)))
         rows.append(("step retries (delayed copies, no receive burnt)", str(retried)))
@@ -276,6 +294,9 @@ class Scenario:
             "every operation charged exactly once": charge_counts == Counter({1: len(self.accepted)}),
             "every operation invoiced exactly once": invoice_counts == Counter({1: len(self.accepted)}),
             "client retries returned the same operation": self.replay_mismatches == 0,
+            "each callback got exactly one notice, validly signed": bool(self.with_callback)
+            and notice_verdicts == Counter({"1 valid": len(self.with_callback)})
+            and not uninvited,
             "only the poison message is parked, with a reason": len(parked) == 1
             and parked[0][1] != "(redriven by SQS)",
             "no HTTP errors": not self.http_errors,

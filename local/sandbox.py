@@ -82,6 +82,9 @@ class Sandbox:
         self.invoices = InvoiceApiFake(InvoiceKnobs().replace(**knobs_from_env(InvoiceKnobs, os.environ)))
         self.reports = ReportApiFake(ReportApiKnobs().replace(**knobs_from_env(ReportApiKnobs, os.environ)))
         self.webhook = WebhookFake(WebhookKnobs().replace(**knobs_from_env(WebhookKnobs, os.environ)))
+        # Payments clients' callback receiver: checks each completion notice's signature with the key
+        # the stack generated (read from the emulator once provisioned).
+        self.receiver = WebhookFake(WebhookKnobs())
         self.runtime: Runtime | None = None
         self.mappings: Mappings | None = None
         self.apis: list[HttpApi] = []
@@ -123,9 +126,12 @@ class Sandbox:
             "REPORT_API_URL": self.reports.start(),
             "NOTIFY_WEBHOOK_URL": self.webhook.start(),
         }
+        self.receiver.start()
+        self.receiver.set_signing_secret(self._notice_signing_key())
         self.log(
             f"fakes: legacy payments {fakes['LEGACY_PAYMENTS_URL']}, invoice API {fakes['INVOICE_API_URL']}, "
-            f"report API {fakes['REPORT_API_URL']}, report-ready webhook {fakes['NOTIFY_WEBHOOK_URL']}"
+            f"report API {fakes['REPORT_API_URL']}, report-ready webhook {fakes['NOTIFY_WEBHOOK_URL']}, "
+            f"payments callback receiver {self.receiver.base_url} (verifies Relay-Signature)"
         )
         overrides: dict[str, dict[str, str]] = {}
         for name, spec in self.topology.functions.items():
@@ -138,6 +144,9 @@ class Sandbox:
                 env["NOTIFY_WEBHOOK_URL"] = (
                     fakes["NOTIFY_WEBHOOK_URL"] + urlsplit(spec.environment["NOTIFY_WEBHOOK_URL"]).path
                 )
+            if "CALLBACK_ALLOW_LOOPBACK_HTTP" in spec.environment:
+                # The sandbox's callback receivers are local fakes: http on loopback (refused on AWS).
+                env["CALLBACK_ALLOW_LOOPBACK_HTTP"] = "true"
             if cfg.fast_clock:
                 for variable, value in FAST_CLOCK.items():
                     if variable in spec.environment or (
@@ -295,6 +304,7 @@ class Sandbox:
                 "invoice": self.invoices.base_url,
                 "reportApi": self.reports.base_url,
                 "webhook": self.webhook.base_url,
+                "callbackReceiver": self.receiver.base_url,
             },
         }
 
@@ -311,6 +321,20 @@ class Sandbox:
             yield
         finally:
             duplicates.set(before)
+
+    def _notice_signing_key(self) -> str | None:
+        """The completion notices' HMAC key, as the notice sender reads it (its function's variable)."""
+        from local.emulator import client
+
+        arns = {
+            spec.environment["NOTICE_SIGNING_SECRET_ARN"]
+            for spec in self.topology.functions.values()
+            if "NOTICE_SIGNING_SECRET_ARN" in spec.environment
+        }
+        if not arns:
+            return None
+        (arn,) = arns
+        return str(client("secretsmanager", self.endpoint).get_secret_value(SecretId=arn)["SecretString"])
 
     def in_flight(self) -> int:
         return sum(item.stats.in_flight for item in self.mappings.items) if self.mappings else 0
@@ -332,6 +356,7 @@ class Sandbox:
         self.invoices.stop()
         self.reports.stop()
         self.webhook.stop()
+        self.receiver.stop()
         if self.denials is not None:
             self.denials.close()
             try:
