@@ -160,6 +160,9 @@ class SqsMapping:
         self.sqs = client("sqs", endpoint, access_key_id=access_key_for(spec.function))
         self.queue_url = _queue_url(endpoint, spec.source_arn)
         self.stats = MappingStats()
+        # Set: the mapping is disabled (UpdateEventSourceMapping Enabled=false): nothing is received,
+        # and what a poll already had in hand goes back to the queue at once.
+        self.paused = threading.Event()
         # MaximumConcurrency caps the concurrent invocations, which is what a poller count models
         # here. Lambda scales its pollers with the backlog; so does this: one poller long-polls an
         # idle queue, each receive that finds messages wakes one more (up to the cap), each empty
@@ -219,12 +222,21 @@ class SqsMapping:
                 if index >= self._active:
                     self._scale.wait(timeout=1)
                     continue
+            if self.paused.is_set():
+                time.sleep(0.2)
+                continue
             try:
                 messages = self._gather()
             except Exception as exc:
                 if not self.stop.is_set():
                     self.log(f"sqs poller {self.spec.function}: receive failed: {exc}")
                     time.sleep(1)
+                continue
+            if messages and self.paused.is_set():
+                for message in messages:
+                    self.sqs.change_message_visibility(
+                        QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+                    )
                 continue
             self._rescale(bool(messages))
             if not messages:

@@ -34,7 +34,7 @@ from local.fakes import (
 )
 from local.http_api import HttpApi
 from local.iam_report import DenialWatcher, enforce
-from local.mappings import DuplicateDelivery, Mappings
+from local.mappings import DuplicateDelivery, Mappings, SqsMapping
 from local.provision import Provisioner, Topology
 from local.runtime import PROJECT_ROOT, Runtime
 from local.templates import is_stale, load_stacks, synth
@@ -335,6 +335,24 @@ class Sandbox:
             return None
         (arn,) = arns
         return str(client("secretsmanager", self.endpoint).get_secret_value(SecretId=arn)["SecretString"])
+
+    @contextmanager
+    def paused(self, function: str) -> Iterator[None]:
+        """Within the block, the SQS mappings of the functions whose name contains ``function``
+        (``"PaymentWorker"``) receive nothing, as a disabled event source mapping would: what a test
+        needs to hold work still."""
+        if self.mappings is None:
+            raise RuntimeError("the sandbox is not started")
+        chosen = [m for m in self.mappings.items if isinstance(m, SqsMapping) and function in m.spec.function]
+        if not chosen:
+            raise ValueError(f"no SQS mapping feeds a function named like {function!r}")
+        for mapping in chosen:
+            mapping.paused.set()
+        try:
+            yield
+        finally:
+            for mapping in chosen:
+                mapping.paused.clear()
 
     def in_flight(self) -> int:
         return sum(item.stats.in_flight for item in self.mappings.items) if self.mappings else 0

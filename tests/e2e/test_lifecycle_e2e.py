@@ -22,7 +22,7 @@ from tests.e2e.test_payments_e2e import payment, queue_url
 
 pytestmark = pytest.mark.e2e
 
-TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED"}
+TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED", "CANCELLED"}
 
 
 def accept(sb: Sandbox, body: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from local.sandbox import Sandbox
 
 pytestmark = pytest.mark.e2e
 
-TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED"}
+TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED", "CANCELLED"}
 
 
 def payment(**overrides: Any) -> dict[str, Any]:
