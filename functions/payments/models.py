@@ -29,6 +29,17 @@ CURRENCY_MINOR_UNITS: dict[str, int] = {
 }  # fmt: skip
 
 _IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
+# A callback URL as the document states it (pydantic enforces the same pattern, so a URL valid under the
+# document is never refused for its shape): https to a DNS host name -- lower case, dotted, the last label
+# starting with a letter, so never an IP literal or "localhost" -- an optional port, path and query; or
+# http://127.0.0.1 for the sandbox's local receivers (refused on AWS). What DNS says of the host is
+# checked when a notice is sent (relay.callback_urls).
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_PORT = r"(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+_CALLBACK_URL = (
+    rf"^(?:https://(?:{_LABEL}\.)+[a-z](?:[a-z0-9-]{{0,61}}[a-z0-9])?{_PORT}|http://127\.0\.0\.1{_PORT})"
+    r"(?:/[A-Za-z0-9._~%!$&'()*+,;=:@/-]*)?(?:\?[A-Za-z0-9._~%!$&'()*+,;=:@/?-]*)?$"
+)
 
 
 def amount_pattern(minor_units: int) -> str:
@@ -97,13 +108,14 @@ class PaymentRequest(ApiModel):
         None,
         min_length=8,
         max_length=2048,
+        pattern=_CALLBACK_URL,
         description=(
             "Where to POST the operation's completion notice once it ends (signed: see the README). "
-            "https, to a public host: private, loopback and link-local addresses are refused, and "
-            "redirects are never followed (the sandbox also accepts http on loopback)"
+            "https to a host name (no IP literal, no credentials, no fragment); a host that resolves to "
+            "a private, loopback or link-local address is never sent to, and redirects are never "
+            "followed. http://127.0.0.1 is for the sandbox only (refused on AWS)"
         ),
         examples=["https://hooks.example.com/relay/payments"],
-        json_schema_extra={"pattern": "^https?://"},
     )
     # JSON Schema cannot bound nesting; relay.api refuses a body deeper than MAX_BODY_DEPTH (32) with a 400.
     details: dict[str, Any] = Field(

@@ -59,8 +59,11 @@ def create_payment(
     wired = _wiring()
     if request.callback_url is not None:
         try:
+            # The request's own shape only (no DNS): the sender checks what the host resolves to.
             check_callback_url(
-                request.callback_url, allow_loopback_http=wired.settings.callback_allow_loopback_http
+                request.callback_url,
+                allow_loopback_http=wired.settings.callback_allow_loopback_http,
+                resolve_host=False,
             )
         except CallbackUrlRefused as refused:
             return errors.invalid_field("callbackUrl", str(refused))

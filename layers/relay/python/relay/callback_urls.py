@@ -57,12 +57,19 @@ def default_resolve(host: str, port: int) -> list[str]:
 
 
 def check_callback_url(
-    url: str, *, allow_loopback_http: bool = False, resolve: Resolver | None = None
+    url: str,
+    *,
+    allow_loopback_http: bool = False,
+    resolve: Resolver | None = None,
+    resolve_host: bool = True,
 ) -> str:
     """`url` unchanged when Relay may POST to it; ``CallbackUrlRefused`` otherwise.
 
     `allow_loopback_http` is for the sandbox only (see the module docstring); `resolve(host, port)`
-    returns the host's addresses (default: ``default_resolve``; tests pass a fake).
+    returns the host's addresses (default: ``default_resolve``; tests pass a fake). ``resolve_host=False``
+    checks everything but what DNS says of a host name (literal addresses are still checked): what an
+    API does when it accepts a URL, so that its answer depends on the request alone; the sender checks
+    again, DNS included, before each send.
     """
     accepted = _ACCEPTED_SANDBOX if allow_loopback_http else _ACCEPTED
     if len(url) > MAX_URL_LENGTH:
@@ -108,6 +115,10 @@ def check_callback_url(
             if not allow_loopback_http
             else f"the callback URL uses http for a host that is not loopback ({host}); use {accepted}."
         )
+    if literal is None and not resolve_host:
+        if loopback_name and not allow_loopback_http:
+            raise CallbackUrlRefused(f"the callback URL's host {host} is loopback; use {accepted}.")
+        return url
     addresses = (
         [literal] if literal is not None else _resolve(host, port, resolve or default_resolve, accepted)
     )
