@@ -64,49 +64,18 @@ def _get(subject: Subject, table: str, key: str) -> dict[str, Any] | None:
     return found
 
 
-def _marker(explain: Check | None = None) -> Check:
+def _marker() -> Check:
     def check(subject: Subject) -> str | None:
         from relay.idempotency import marker_id
 
         if _get(subject, "IDEMPOTENCY_TABLE", marker_id(subject.envelope.event_id)) is not None:
             return None
-        if explain is not None:
-            return explain(subject)
         return (
             f"{subject.envelope.event_type} {subject.envelope.event_id}: no processed marker in "
             f"{subject.env('IDEMPOTENCY_TABLE')}; its consumer acknowledged it without an effect"
         )
 
     return check
-
-
-def _payment_step(rule_name: str) -> Check:
-    """No marker: the step must have been done already (the operation is in one of the step's done
-    states), and no state entered twice."""
-
-    def explain(subject: Subject) -> str | None:
-        from payments import steps
-
-        from ops.lookup import describe_operation
-
-        rule = getattr(steps, rule_name)
-        event = subject.envelope
-        operation_id = event.ids.get("operationId", "")
-        view = describe_operation(subject.app, operation_id) if operation_id else None
-        if view is None:
-            return (
-                f"{event.event_type} {event.event_id}: no marker, and operation {operation_id!r} "
-                "does not exist"
-            )
-        status = str(view["status"])
-        if status not in {str(s) for s in rule.done}:
-            return (
-                f"{event.event_type} {event.event_id}: no marker, and operation {operation_id} is still "
-                f"{status} (the {rule.step} did not run); see python -m ops operation {operation_id}"
-            )
-        return _entered_twice(operation_id, view["steps"])
-
-    return explain
 
 
 def _entered_twice(operation_id: str, history: Sequence[Mapping[str, Any]]) -> str | None:
@@ -120,19 +89,34 @@ def _entered_twice(operation_id: str, history: Sequence[Mapping[str, Any]]) -> s
 
 
 def _payment_marker(rule_name: str) -> Check:
-    marker = _marker(_payment_step(rule_name))
+    """The marker, else the operation in one of the step's done states (the step was already done:
+    acknowledged without effect); either way its history enters no (step, status) twice."""
 
     def check(subject: Subject) -> str | None:
-        problem = marker(subject)
-        if problem is not None:
-            return problem
-        operation_id = subject.envelope.ids.get("operationId")
-        if not operation_id:
-            return None
-        from ops.lookup import describe_operation
+        from payments import steps
 
-        view = describe_operation(subject.app, operation_id)
-        return _entered_twice(operation_id, view["steps"]) if view else None
+        from ops.lookup import operation_rows
+        from relay.idempotency import marker_id
+
+        rule = getattr(steps, rule_name)
+        event = subject.envelope
+        marked = _get(subject, "IDEMPOTENCY_TABLE", marker_id(event.event_id)) is not None
+        operation_id = event.ids.get("operationId", "")
+        item = operation_rows(subject.app, operation_id)[0] if operation_id else None
+        if item is None:
+            if marked:
+                return None
+            return (
+                f"{event.event_type} {event.event_id}: no marker, and operation {operation_id!r} "
+                "does not exist"
+            )
+        status = str(item["status"])
+        if not marked and status not in {str(s) for s in rule.done}:
+            return (
+                f"{event.event_type} {event.event_id}: no marker, and operation {operation_id} is still "
+                f"{status} (the {rule.step} did not run); see python -m ops operation {operation_id}"
+            )
+        return _entered_twice(operation_id, item.get("steps") or [])
 
     return check
 
@@ -171,11 +155,9 @@ def _archived(subject: Subject) -> str | None:
 
 def _notice(subject: Subject) -> str | None:
     """A notice is owed only to an operation with a callback URL."""
-    from ops.lookup import _items
+    from ops.lookup import operation_rows
 
-    operation_id = subject.envelope.ids.get("operationId", "")
-    rows = _items(subject.app, subject.env("OPERATIONS_TABLE"), f"OPERATION#{operation_id}")
-    item = next((r for r in rows if r.get("sk") == "OPERATION"), None)
+    item = operation_rows(subject.app, subject.envelope.ids.get("operationId", ""))[0]
     if item is not None and not item.get("callbackUrl"):
         return None
     return _side_effect("payments.notices", lambda e: f"{e.ids.get('operationId', '')}:notice")(subject)

@@ -74,10 +74,15 @@ def parked_messages(app: App, id_name: str, entity_id: str) -> list[dict[str, An
     return [deserialize_item(item) for item in page.get("Items", [])]
 
 
-def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
+def operation_rows(app: App, operation_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The operation's item and every row under it (its outbox rows), in one consistent Query."""
     _paths()
     rows = _items(app, app.name("payments", "operations"), f"OPERATION#{operation_id}")
-    item = next((r for r in rows if r.get("sk") == "OPERATION"), None)
+    return next((r for r in rows if r.get("sk") == "OPERATION"), None), rows
+
+
+def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
+    item, rows = operation_rows(app, operation_id)
     if item is None:
         return None
     outbox = [
@@ -104,6 +109,7 @@ def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
         },
         "paymentRef": item.get("paymentRef"),
         "invoiceId": item.get("invoiceId"),
+        "callbackUrl": item.get("callbackUrl"),
         "deadline": {
             "deadlineAt": _iso(item.get("deadlineAt")),
             "nextAttemptAt": item.get("nextAttemptAt"),

@@ -352,11 +352,10 @@ def _commit_transition(
 
 
 def _order_payment(
-    envelope: Envelope, orders: OrderStore, event_type: str | tuple[str, ...], *, consumer: str
+    envelope: Envelope, orders: OrderStore, handled: tuple[str, ...], *, consumer: str
 ) -> tuple[str, str] | None:
     """``(orderId, operationId)`` of a payment outcome from payments, or None when there is nothing to
     do: a payment without an order (not an order payment) or a redelivery."""
-    handled = (event_type,) if isinstance(event_type, str) else event_type
     if envelope.event_type not in handled:
         raise InvalidInput(
             f"event {envelope.event_id} has eventType {envelope.event_type}; {consumer} handles "
@@ -386,7 +385,7 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = 
     alarmed), then acknowledged: retrying would not change the answer, and the money needs a human
     (refund or reconciliation), not a redelivery loop.
     """
-    ids = _order_payment(envelope, orders, PAYMENT_COMPLETED, consumer="paid-orders")
+    ids = _order_payment(envelope, orders, (PAYMENT_COMPLETED,), consumer="paid-orders")
     if ids is None:
         return
     order_id, operation_id = ids

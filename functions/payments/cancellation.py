@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from payments.operations import Operation, OperationError, Status, Step
+from payments.operations import Operation, OperationError, Status, applied
 from payments.settings import Settings
 from payments.steps import plan_step
 from payments.store import OperationStore
@@ -101,17 +101,7 @@ def cancel_operation(
             )
         except _Changed:
             continue  # the worker (or another cancel) moved it meanwhile: read again, decide again
-        return Cancelled(
-            dataclasses.replace(
-                operation,
-                status=Status.CANCELLED,
-                version=plan.next_version,
-                error=error,
-                steps=(*operation.steps, Step(**plan.entry)),
-                updated_at=plan.at,
-            ),
-            already=False,
-        )
+        return Cancelled(applied(operation, plan, error=error), already=False)
     raise DependencyUnavailable(
         f"operation {operation_id} kept changing while it was being cancelled ({CANCEL_ATTEMPTS} "
         "attempts); retry"

@@ -24,7 +24,7 @@ parked with ``RetryBudgetSpent``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +34,8 @@ from payments.subscriptions import NOTICE_EVENTS
 from relay.callback_urls import CallbackUrlRefused, CallbackUrlUnresolved, check_callback_url
 from relay.envelope import Envelope
 from relay.errors import BusinessRejection, DependencyUnavailable, InvalidInput
-from relay.http import WebhookClient
 from relay.observability import logger, record_metric
-from relay.side_effects import run_once
+from relay.side_effects import OnceWebhook
 from relay.signing import signature_headers
 
 SIDE_EFFECT = "completion-notice"
@@ -99,20 +98,18 @@ def send_notice(envelope: Envelope, deps: NoticeDeps) -> None:
             f"operation {operation_id}'s callback URL is refused now: {refused}. Parked; no notice sent"
         ) from refused
     body = notice_body(operation)
-    client = WebhookClient(url, timeout_seconds=deps.timeout_seconds, what=f"the callback of {operation_id}")
-    sent: list[bool] = []
-
-    def post(key: str) -> Mapping[str, Any]:
-        sent.append(True)
-        return client.send(body, idempotency_key=key, sign=signature_headers(deps.secret()))
-
-    run_once(
-        SIDE_EFFECT,
-        downstream_key=notice_key(operation_id),
-        payload=body,
-        call=post,
-        table_name=deps.store.idempotency_table,
+    webhook = OnceWebhook.of(
+        url,
+        timeout_seconds=deps.timeout_seconds,
+        what=f"the callback of {operation_id}",
+        idempotency_table=deps.store.idempotency_table,
         ddb_client=deps.store.ddb,
+    )
+    _, sent = webhook.send_once(
+        SIDE_EFFECT,
+        body,
+        downstream_key=notice_key(operation_id),
+        sign=lambda data: signature_headers(deps.secret())(data),
     )
     if sent:
         record_metric("NoticeSent", event_type=envelope.event_type)

@@ -19,6 +19,7 @@ steps, the deadline of a non-terminal state and the expiry of a terminal one.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import itertools
 from collections.abc import Mapping
@@ -232,4 +233,17 @@ def plan_transition(
         at=step.at,
         entry=step.entry(),
         **attributes,
+    )
+
+
+def applied(operation: Operation, plan: TransitionPlan, **changes: Any) -> Operation:
+    """The operation as the committed ``plan`` leaves it (state, version, history, updatedAt), with
+    ``changes`` to other fields the same write set: what a caller continues from without a re-read."""
+    return dataclasses.replace(
+        operation,
+        status=plan.target,
+        version=plan.next_version,
+        steps=(*operation.steps, Step(**plan.entry)),
+        updated_at=plan.at,
+        **changes,
     )

@@ -31,8 +31,8 @@ from payments.operations import (
     Operation,
     OperationError,
     Status,
-    Step,
     TransitionPlan,
+    applied,
     now_iso,
     parse_iso,
     plan_transition,
@@ -265,13 +265,7 @@ def _advance(
         if current is None or current.status in done:
             return None
         return current  # a concurrent delivery moved it to ``target``: continue from there
-    return dataclasses.replace(
-        operation,
-        status=target,
-        version=plan.next_version,
-        steps=(*operation.steps, Step(**plan.entry)),
-        updated_at=plan.at,
-    )
+    return applied(operation, plan)
 
 
 def _commit(

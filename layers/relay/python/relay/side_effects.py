@@ -154,14 +154,20 @@ class OnceWebhook:
         )
 
     def send_once(
-        self, name: str, body: Mapping[str, Any], *, downstream_key: str
+        self,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        downstream_key: str,
+        sign: Callable[[bytes], Mapping[str, str]] | None = None,
     ) -> tuple[dict[str, Any], bool]:
-        """The webhook's answer, and whether this call sent it (False: an earlier call did)."""
+        """The webhook's answer, and whether this call sent it (False: an earlier call did). ``sign``:
+        headers over the bytes sent (``relay.http.post_json``), computed only when it is sent."""
         sent: list[bool] = []
 
         def send(key: str) -> Mapping[str, Any]:
             sent.append(True)
-            return self.webhook.send(dict(body), idempotency_key=key)
+            return self.webhook.send(dict(body), idempotency_key=key, sign=sign)
 
         result = run_once(
             name,
