@@ -110,7 +110,7 @@ checkov: synth $(CHECKOV_VENV)/.installed ## checkov every synthesized template 
 	  echo "checkov: $$(wc -w <<<"$$skipped") checks skipped for the whole app (skip-check in .checkov.yaml, each with its reason): $$skipped"
 
 openapi: $(BIN)/.installed ## regenerate the checked-in OpenAPI documents (functions/<service>/openapi.json) from the APIs
-	for svc in orders payments scores; do \
+	for svc in loyalty orders payments scores; do \
 	  PYTHONPATH=layers/relay/python:functions $(BIN)/python -m $$svc.handlers.api > functions/$$svc/openapi.json || exit 1; done
 
 pytest: $(BIN)/.installed ## run the whole pytest suite

@@ -8,6 +8,7 @@ from cdk_nag import AwsSolutionsChecks
 from infra.config import StageConfig, load_stage_config
 from infra.stacks.base import RelayStack
 from infra.stacks.core import CoreStack
+from infra.stacks.loyalty import LoyaltyStack
 from infra.stacks.orders import OrdersStack
 from infra.stacks.payments import PaymentsStack
 from infra.stacks.reports import ReportsStack
@@ -44,6 +45,9 @@ def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) 
         platform=platform,
         payment_events=payments.topic,
         env=env,
+    )
+    stacks["loyalty"] = LoyaltyStack(
+        app, f"{config.prefix}-loyalty", config=config, platform=platform, env=env
     )
     Tags.of(app).add("app", "relay")
     Tags.of(app).add("stage", config.stage)

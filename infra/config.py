@@ -174,13 +174,20 @@ class ScoresConfig(_Strict):
 
 class OrdersConfig(_Strict):
     notify_webhook_url: str = "https://hooks.example.com/order-events"
+    # The external shipping API the shipping consumer asks for each paid order's shipment.
+    shipping_api_url: str = "https://shipping.example.com"
     http_timeout_seconds: int = Field(default=5, ge=1, le=30)
     analytics_retention_days: int = Field(default=400, ge=1)
 
-    @field_validator("notify_webhook_url")
+    @field_validator("notify_webhook_url", "shipping_api_url")
     @classmethod
     def _https(cls, value: str) -> str:
         return _external_url(value)
+
+
+class LoyaltyConfig(_Strict):
+    # The accrual rule: points per unit ordered, credited once per paid order.
+    points_per_unit: int = Field(default=10, ge=0, le=10_000)
 
 
 class StageConfig(_Strict):
@@ -204,6 +211,7 @@ class StageConfig(_Strict):
     reports: ReportsConfig = ReportsConfig()
     scores: ScoresConfig = ScoresConfig()
     orders: OrdersConfig = OrdersConfig()
+    loyalty: LoyaltyConfig = LoyaltyConfig()
 
     @model_validator(mode="after")
     def _claim_checks_outlive_redrive(self) -> StageConfig:

@@ -100,6 +100,8 @@ from local.sqs_admin import install as serve_queue_ages
 serve_queue_ages()
 from local.iam_enforcer import install as enforce_iam
 enforce_iam()
+from local.bus_delivery import install as deliver_bus_events
+deliver_bus_events()
 from moto.server import main
 sys.argv[0] = "moto_server"
 main(sys.argv[1:])

@@ -22,8 +22,9 @@ does both, from the templates' own properties:
   attributes (ERROR_CODE, ERROR_MESSAGE, EXECUTION_ID, SCHEDULE_ARN, TARGET_ARN). ERROR_CODE is the
   emulator's error code (``AccessDenied``, ``AWS.SimpleQueueService.NonExistentQueue``, ...).
 * **Bus → rule.** Every enabled rule on that bus whose ``EventPattern`` matches the event gets it
-  (``pattern_matches``: exact values, lists of values, nested objects, and the ``prefix``,
-  ``anything-but`` and ``exists`` operators; anything else does not match and is reported).
+  (``local.event_patterns``: EventBridge's content filters, the same matcher the emulator uses). A
+  rule's SQS targets are served inside the emulator (``local.bus_delivery``), for every event put on
+  the bus, the functions' included; this module calls the API-destination targets.
 * **Rule → API destination.** The target's ``InputPath`` selects the body; the request carries the
   Connection's API-key header (read from the emulator at each attempt, so
   ``aws events update-connection`` takes effect at once) and has EventBridge's 5-second timeout. The
@@ -62,6 +63,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from local.emulator import ACCOUNT_ID, REGION, client
+from local.event_patterns import InvalidPattern, pattern_matches
 from local.iam import access_key_for
 from local.iam_report import service_may
 from local.provision import (
@@ -174,45 +176,6 @@ def latest_occurrence(spec: ScheduleSpec, now: datetime) -> datetime:
 
 
 # Event patterns -----------------------------------------------------------------------------------
-
-
-class UnsupportedPattern(Exception):
-    """An event pattern operator the sandbox does not implement."""
-
-
-def _value_matches(condition: Any, value: Any, present: bool) -> bool:
-    if isinstance(condition, dict):
-        ((operator, arg),) = condition.items()
-        if operator == "exists":
-            return present is bool(arg)
-        if not present:
-            return False
-        if operator == "prefix":
-            return isinstance(value, str) and value.startswith(str(arg))
-        if operator == "anything-but":
-            excluded = arg if isinstance(arg, list) else [arg]
-            return value not in excluded
-        raise UnsupportedPattern(f"operator {operator!r}")
-    return present and condition == value
-
-
-def pattern_matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
-    """EventBridge matching: every pattern field matches; a list matches any of its values; an event
-    array field matches when any of its elements does."""
-    for key, condition in pattern.items():
-        present = key in event
-        value = event.get(key)
-        if isinstance(condition, dict) and not any(
-            k in condition for k in ("exists", "prefix", "anything-but")
-        ):
-            if not isinstance(value, dict) or not pattern_matches(condition, value):
-                return False
-            continue
-        conditions = condition if isinstance(condition, list) else [condition]
-        values = value if isinstance(value, list) else [value]
-        if not any(_value_matches(c, v, present) for c in conditions for v in values):
-            return False
-    return True
 
 
 def input_path(event: dict[str, Any], path: str | None) -> Any:
@@ -488,12 +451,14 @@ class EventBridge:
                 continue
             try:
                 matched = pattern_matches(rule.pattern, event)
-            except UnsupportedPattern as exc:
-                self._report_once(f"rule {rule.name}: event pattern {exc} is not supported locally")
+            except InvalidPattern as exc:
+                self._report_once(f"rule {rule.name}: event pattern refused: {exc}")
                 continue
             if not matched:
                 continue
             for target in rule.targets:
+                if target.arn.startswith("arn:aws:sqs:"):
+                    continue  # delivered by the emulator (local.bus_delivery), as for any PutEvents
                 firing.deliveries.append(self._pool.submit(self._deliver, rule, target, event))
 
     def _deliver(self, rule: RuleSpec, target: TargetSpec, event: dict[str, Any]) -> Delivery:

@@ -324,6 +324,10 @@ def _control(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         elif what == "denials" and method == "GET":
             with STATE.lock:
                 body = list(STATE.denials)
+        elif what == "bus" and method == "GET":
+            from local.bus_delivery import delivered
+
+            body = delivered()
         else:
             return _respond(
                 start_response, 404, {"Content-Type": "application/json"}, b'{"message":"Not Found"}'

@@ -41,6 +41,12 @@ def service_may(endpoint: str, service: str, source_arn: str, action: str, resou
     return bool(_call(endpoint, "service-call", method="POST", body=ask)["allowed"])
 
 
+def bus_deliveries(endpoint: str) -> dict[str, dict[str, int]]:
+    """Per bus rule, what the emulator did with the events it matched (``local.bus_delivery``)."""
+    result: dict[str, dict[str, int]] = _call(endpoint, "bus")
+    return result
+
+
 def denials(endpoint: str) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = _call(endpoint, "denials")
     return result

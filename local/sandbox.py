@@ -28,6 +28,8 @@ from local.fakes import (
     LegacyPaymentsFake,
     ReportApiFake,
     ReportApiKnobs,
+    ShippingApiFake,
+    ShippingKnobs,
     WebhookFake,
     WebhookKnobs,
     knobs_from_env,
@@ -82,6 +84,7 @@ class Sandbox:
         self.invoices = InvoiceApiFake(InvoiceKnobs().replace(**knobs_from_env(InvoiceKnobs, os.environ)))
         self.reports = ReportApiFake(ReportApiKnobs().replace(**knobs_from_env(ReportApiKnobs, os.environ)))
         self.webhook = WebhookFake(WebhookKnobs().replace(**knobs_from_env(WebhookKnobs, os.environ)))
+        self.shipping = ShippingApiFake(ShippingKnobs().replace(**knobs_from_env(ShippingKnobs, os.environ)))
         # Payments clients' callback receiver: checks each completion notice's signature with the key
         # the stack generated (read from the emulator once provisioned).
         self.receiver = WebhookFake(WebhookKnobs())
@@ -125,12 +128,14 @@ class Sandbox:
             "INVOICE_API_URL": self.invoices.start(),
             "REPORT_API_URL": self.reports.start(),
             "NOTIFY_WEBHOOK_URL": self.webhook.start(),
+            "SHIPPING_API_URL": self.shipping.start(),
         }
         self.receiver.start()
         self.receiver.set_signing_secret(self._notice_signing_key())
         self.log(
             f"fakes: legacy payments {fakes['LEGACY_PAYMENTS_URL']}, invoice API {fakes['INVOICE_API_URL']}, "
             f"report API {fakes['REPORT_API_URL']}, report-ready webhook {fakes['NOTIFY_WEBHOOK_URL']}, "
+            f"shipping API {fakes['SHIPPING_API_URL']}, "
             f"payments callback receiver {self.receiver.base_url} (verifies Relay-Signature)"
         )
         overrides: dict[str, dict[str, str]] = {}
@@ -304,6 +309,7 @@ class Sandbox:
                 "invoice": self.invoices.base_url,
                 "reportApi": self.reports.base_url,
                 "webhook": self.webhook.base_url,
+                "shipping": self.shipping.base_url,
                 "callbackReceiver": self.receiver.base_url,
             },
         }
@@ -374,6 +380,7 @@ class Sandbox:
         self.invoices.stop()
         self.reports.stop()
         self.webhook.stop()
+        self.shipping.stop()
         self.receiver.stop()
         if self.denials is not None:
             self.denials.close()

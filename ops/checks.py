@@ -169,6 +169,40 @@ def _report_key(envelope: Envelope) -> str:
     return notification_key(envelope.ids.get("reportId", ""))
 
 
+def _shipment(subject: Subject) -> str | None:
+    """The marker, else the order holds its shipment (recorded by a twin) or is not PAID (a rejected
+    order is acknowledged without a shipment)."""
+    if _marker()(subject) is None:
+        return None
+    event = subject.envelope
+    order_id = event.ids.get("orderId", "")
+    item = (
+        subject.app.client("dynamodb")
+        .get_item(
+            TableName=subject.env("ORDERS_TABLE"),
+            Key={"pk": {"S": f"ORDER#{order_id}"}, "sk": {"S": "ORDER"}},
+            ConsistentRead=True,
+        )
+        .get("Item")
+    )
+    if item is None:
+        return f"{event.event_type} {event.event_id}: no marker, and order {order_id!r} does not exist"
+    if "shipment" in item or item.get("status", {}).get("S") != "PAID":
+        return None
+    return (
+        f"{event.event_type} {event.event_id}: no marker, and order {order_id} is PAID without a shipment; "
+        f"see python -m ops order {order_id}"
+    )
+
+
+def _points(subject: Subject) -> str | None:
+    """The marker, unless the event is an OrderRejected of an order that was never paid (no points)."""
+    event = subject.envelope
+    if event.event_type == "OrderRejected" and not (event.payload or {}).get("paymentOperationId"):
+        return None
+    return _marker()(subject)
+
+
 MARKER = "the processed marker (relay.idempotency)"
 EVIDENCE: dict[str, Evidence] = {
     "payments.handlers.payment_worker.handler": Evidence(
@@ -193,6 +227,10 @@ EVIDENCE: dict[str, Evidence] = {
         "the notification's side-effect record", _side_effect("orders.notification", lambda e: e.event_id)
     ),
     "orders.handlers.analytics.handler": Evidence("the archived object (one per eventId)", _archived),
+    "orders.handlers.shipping.handler": Evidence(
+        MARKER + ", else the order's shipment recorded or the order not PAID", _shipment
+    ),
+    "loyalty.handlers.points.handler": Evidence(MARKER + " (an unpaid order's rejection: none)", _points),
     "reports.handlers.verifier.handler": Evidence(MARKER, _marker()),
     "reports.handlers.notifier.handler": Evidence(
         "the report-ready side-effect record", _side_effect("reports.notification", _report_key)

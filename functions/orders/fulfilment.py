@@ -408,7 +408,9 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = 
         return
 
     plan = plan_transition(order, Status.PAID, now=now, payment_operation_id=operation_id)
-    payload: dict[str, Any] = {"operationId": operation_id}
+    # The lines travel with OrderPaid: shipping ships them and loyalty accrues points on them, and
+    # neither reads the orders table for it.
+    payload: dict[str, Any] = {"operationId": operation_id, "items": items_payload(order)}
     if envelope.ids.get("paymentId"):
         payload["paymentId"] = envelope.ids["paymentId"]
     paid = order_event(

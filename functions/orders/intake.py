@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from orders.models import CancellationView, HistoryView, OrderItem, OrderRequest, OrderView, RejectionView
+from orders.models import (
+    CancellationView,
+    HistoryView,
+    OrderItem,
+    OrderRequest,
+    OrderView,
+    RejectionView,
+    ShipmentView,
+)
 from orders.orders import (
     CANCELLABLE,
     HistoryEntry,
@@ -220,6 +228,14 @@ def order_view(order: Order) -> OrderView:
         if order.cancellation
         else None,
         payment_operation_id=order.payment_operation_id,
+        shipment=ShipmentView(
+            status=order.shipment.status,
+            shipment_id=order.shipment.shipment_id,
+            reason=order.shipment.reason,
+            at=order.shipment.at,
+        )
+        if order.shipment
+        else None,
         created_at=order.created_at,
         updated_at=order.updated_at,
     )

@@ -74,6 +74,13 @@ class RejectionView(ApiModel):
     sku: str
 
 
+class ShipmentView(ApiModel):
+    status: str = Field(description="REQUESTED, or REFUSED by the shipping API (with the reason)")
+    shipment_id: str | None = Field(None, description="The shipping API's id of the shipment")
+    reason: str | None = None
+    at: str
+
+
 class OrderView(ApiModel):
     order_id: str
     status: str = Field(examples=["RESERVED"])
@@ -86,6 +93,9 @@ class OrderView(ApiModel):
         None, description="Present when the order was cancelled because its payment failed"
     )
     payment_operation_id: str | None = None
+    shipment: ShipmentView | None = Field(
+        None, description="Present once the paid order's shipment was requested from the shipping API"
+    )
     created_at: str
     updated_at: str
 

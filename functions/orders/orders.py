@@ -91,6 +91,18 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class Shipment:
+    """The shipment the shipping API made for a paid order (``REQUESTED``), or its refusal (``REFUSED``,
+    with the reason): recorded once, by the shipping consumer."""
+
+    status: str  # REQUESTED | REFUSED
+    at: str
+    event_id: str
+    shipment_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class Order:
     order_id: str
     customer_id: str
@@ -105,6 +117,7 @@ class Order:
     rejection: Rejection | None = None
     cancellation: Cancellation | None = None
     payment_operation_id: str | None = None
+    shipment: Shipment | None = None
 
     def ids(self) -> dict[str, str]:
         return {"orderId": self.order_id}

@@ -23,6 +23,10 @@ class Settings(OutboxSettings):
     notify_webhook_url: str | None = None
     http_timeout_seconds: float = Field(5.0, gt=0, le=60)
     analytics_bucket: str | None = None
+    # The app's EventBridge bus (core stack): the outbox publisher puts the integration events there.
+    event_bus_name: str | None = None
+    # The external shipping API (its base URL comes from the stage config).
+    shipping_api_url: str | None = None
     # How long a client's Idempotency-Key stays bound to the order it created.
     request_key_ttl_days: int = Field(7, gt=0)
 
@@ -31,13 +35,18 @@ class Settings(OutboxSettings):
     def _http_url(cls, value: str | None) -> str | None:
         return http_url(value, example="https://notify.example.com/orders", strip_slash=False)
 
+    @field_validator("shipping_api_url")
+    @classmethod
+    def _shipping_url(cls, value: str | None) -> str | None:
+        return http_url(value, example="https://shipping.example.com")
+
 
 # What each function needs (the stack sets exactly these; the function checks them at cold start).
 API = FunctionEnvironment(
     Settings, "api", required=("orders_table", "idempotency_table"), optional=("request_key_ttl_days",)
 )
 OUTBOX_PUBLISHER = FunctionEnvironment(
-    Settings, "outbox-publisher", required=("orders_table", "events_topic_arn")
+    Settings, "outbox-publisher", required=("orders_table", "events_topic_arn", "event_bus_name")
 )
 INVENTORY = FunctionEnvironment(
     Settings, "inventory", required=("orders_table", "inventory_table", "idempotency_table")
@@ -53,3 +62,9 @@ FAILED_PAYMENTS = FunctionEnvironment(
     Settings, "failed-payments", required=("orders_table", "idempotency_table")
 )
 PAID_ORDERS = FunctionEnvironment(Settings, "paid-orders", required=("orders_table", "idempotency_table"))
+SHIPPING = FunctionEnvironment(
+    Settings,
+    "shipping",
+    required=("orders_table", "inventory_table", "idempotency_table", "shipping_api_url"),
+    optional=("http_timeout_seconds",),
+)

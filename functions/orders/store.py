@@ -8,6 +8,9 @@ Orders table (``ORDERS_TABLE``; pk/sk, stream NEW_AND_OLD_IMAGES, TTL ``expiresA
 * an orphan payment:  ``pk = ORDER#<orderId>, sk = PAYMENT#<operationId>`` (kind ``orphan-payment``,
   status ``ORPHANED``, reason) -- a completed payment that could not be applied to its order.
 
+The order item's ``shipment`` (shipmentId, status, at, eventId) is set once, by the shipping consumer,
+without a version bump: no transition reads it, and a PAID order whose stock is reserved moves no more.
+
 Everything about one order reads with one Query on its partition.
 
 Inventory table (``INVENTORY_TABLE``; pk/sk):
@@ -29,7 +32,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orders.orders import Cancellation, HistoryEntry, Order, OrderLine, Rejection, Status, TransitionPlan
+from orders.orders import (
+    Cancellation,
+    HistoryEntry,
+    Order,
+    OrderLine,
+    Rejection,
+    Shipment,
+    Status,
+    TransitionPlan,
+)
 from relay.entity_store import EntityStore
 from relay.envelope import Envelope
 from relay.expressions import Condition, Update
@@ -39,6 +51,7 @@ from relay.idempotency import (
     deserialize_item,
     put,
     serialize_item,
+    update,
 )
 from relay.request_keys import Binding
 
@@ -125,6 +138,19 @@ def order_from_item(item: Mapping[str, Any]) -> Order:
         if isinstance(cancellation, Mapping)
         else None,
         payment_operation_id=str(item["paymentOperationId"]) if item.get("paymentOperationId") else None,
+        shipment=_shipment(item.get("shipment")),
+    )
+
+
+def _shipment(value: Any) -> Shipment | None:
+    if not isinstance(value, Mapping):
+        return None
+    return Shipment(
+        status=str(value["status"]),
+        at=str(value["at"]),
+        event_id=str(value["eventId"]),
+        shipment_id=str(value["shipmentId"]) if value.get("shipmentId") else None,
+        reason=str(value["reason"]) if value.get("reason") else None,
     )
 
 
@@ -227,6 +253,25 @@ class OrderStore(EntityStore):
         """A ConditionCheck that the order is in ``status`` (no write)."""
         return status_check(
             self.table_name, order_key(order_id), str(status), on_condition_failed=on_condition_failed
+        )
+
+    def shipment_write(
+        self, order_id: str, shipment: Shipment, *, on_condition_failed: OnConditionFailed
+    ) -> BusinessWrite:
+        """Record the order's shipment once: only on a PAID order that has none yet."""
+        record: dict[str, Any] = {"status": shipment.status, "at": shipment.at, "eventId": shipment.event_id}
+        if shipment.shipment_id:
+            record["shipmentId"] = shipment.shipment_id
+        if shipment.reason:
+            record["reason"] = shipment.reason
+        return update(
+            self.table_name,
+            order_key(order_id),
+            "SET #shipment = :shipment",
+            "attribute_exists(pk) AND #status = :paid AND attribute_not_exists(#shipment)",
+            {"#shipment": "shipment", "#status": "status"},
+            {":shipment": record, ":paid": str(Status.PAID)},
+            on_condition_failed=on_condition_failed,
         )
 
     def orphan_payment_write(

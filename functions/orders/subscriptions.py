@@ -15,6 +15,16 @@ Filter policies match the ``eventType`` MESSAGE ATTRIBUTE that the kernel's outb
 * paid-orders   -- subscribed to payments' ``payment-events``: PaymentCompleted only;
 * failed-payments -- subscribed to payments' ``payment-events``: PaymentFailed and OperationCancelled
   (the payment failed, or its client cancelled it: the order is cancelled, which releases its stock).
+
+The integration events also go to the app's EventBridge bus (``BUS_EVENT_TYPES``, source
+``ORDERS_SOURCE``, detail-type = eventType, detail = the envelope), where rules route them to the
+services that are not the order service's own consumers. The rules' event patterns are here too, in
+EventBridge's JSON syntax (the stacks set them as is; the tests match events against them):
+
+* shipping -- OrderPaid: request the shipment (an orders consumer, calling the external shipping API);
+* points   -- OrderPaid accrues loyalty points, and OrderRejected of an order that had been paid (the
+  event carries ``payload.paymentOperationId``) reverses them. A cancelled order was never paid (only
+  CREATED and RESERVED orders can be cancelled), so the rule does not hear OrderCancelled.
 """
 
 from __future__ import annotations
@@ -38,3 +48,15 @@ PAID_ORDERS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_COMPLET
 FAILED_PAYMENTS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_FAILED, PAYMENT_CANCELLED]}
 # Analytics takes every event: no filter policy, raw message delivery.
 ANALYTICS_RAW_DELIVERY: Final = True
+
+# The app's event bus (core stack): what orders put there, and the rules that route it.
+ORDERS_SOURCE: Final = "relay.orders"
+BUS_EVENT_TYPES: Final = (ORDER_PAID, ORDER_CANCELLED, ORDER_REJECTED)
+SHIPPING_RULE: Final[dict[str, object]] = {"source": [ORDERS_SOURCE], "detail-type": [ORDER_PAID]}
+POINTS_RULE: Final[dict[str, object]] = {
+    "source": [ORDERS_SOURCE],
+    "$or": [
+        {"detail-type": [ORDER_PAID]},
+        {"detail-type": [ORDER_REJECTED], "detail": {"payload": {"paymentOperationId": [{"exists": True}]}}},
+    ],
+}

@@ -11,6 +11,7 @@ import functools
 
 from orders.notification import WHAT
 from orders.settings import Settings
+from orders.shipping import ShippingApiClient
 from orders.store import InventoryStore, OrderStore
 from relay.clients import AwsClients
 from relay.side_effects import OnceWebhook
@@ -42,6 +43,12 @@ class Wiring(AwsClients):
             what=WHAT,
             idempotency_table=s.require("idempotency_table"),
             ddb_client=self.ddb,
+        )
+
+    @functools.cached_property
+    def shipping(self) -> ShippingApiClient:
+        return ShippingApiClient(
+            self.settings.require("shipping_api_url"), timeout_seconds=self.settings.http_timeout_seconds
         )
 
     @functools.cached_property

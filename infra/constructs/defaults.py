@@ -147,6 +147,20 @@ CONSUMERS: Final = ConsumerDefaults()
 OUTBOX_STREAM: Final = OutboxStreamDefaults()
 HTTP_APIS: Final = HttpApiDefaults()
 BUCKETS: Final = BucketDefaults()
+
+
+@dataclass(frozen=True)
+class BusRuleDefaults:
+    """Event bus → rule → reliable queue (`BusRule`)."""
+
+    # EventBridge's own defaults are 185 attempts over 24 hours; a queue target that refuses is a
+    # permissions or deletion problem, not a blip: give up sooner, to the target DLQ (alarmed), where
+    # the events wait for the fix and a redrive instead of a day of silent retries.
+    retry_attempts: int = 10
+    max_event_age_seconds: int = 3600
+
+
 SCHEDULED_CALLS: Final = ScheduledCallDefaults()
+BUS_RULES: Final = BusRuleDefaults()
 ALARMS: Final = AlarmDefaults()
 KEYS: Final = KeyDefaults()

@@ -6,7 +6,7 @@ watched, and why:
 - every reliable queue: `ApproximateAgeOfOldestMessage` over the stage's threshold — a stuck consumer;
 - every consumer (and outbox publisher): Lambda `Errors` — a crashing handler makes SQS (or the stream)
   redeliver the whole batch;
-- every API-destination rule: `FailedInvocations` and `InvocationsSentToDlq`;
+- every API-destination rule and bus rule: `FailedInvocations` and `InvocationsSentToDlq`;
 - the kernel metrics the stack names, e.g. `PayloadConflict`: the same eventId arrived with a different
   payload.
 Forgetting is caught at synth: every SQS queue, consumer and scheduled call of the stack must have been
@@ -29,6 +29,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct, IValidation
 
 from infra.constructs import defaults
+from infra.constructs.bus_rule import BusRule
 from infra.constructs.fanout_topic import FanoutTopic
 from infra.constructs.function import RelayFunction
 from infra.constructs.outbox_publisher import OutboxPublisher
@@ -73,12 +74,14 @@ class ServiceMonitoring(Construct):
         outbox_publishers: Sequence[OutboxPublisher] = (),
         consumers: Sequence[RelayFunction] = (),
         scheduled_calls: Sequence[ScheduledApiCall] = (),
+        bus_rules: Sequence[BusRule] = (),
         dead_letter_queues: Mapping[str, sqs.IQueue] | None = None,
         kernel_metrics: Sequence[KernelMetric] = (),
     ) -> None:
         """Each resource is watched for what it is: a reliable queue (its DLQ and its oldest message), a
         topic (its subscription DLQ), an outbox publisher (its errors and its stream DLQ), a consumer (its
-        errors), a scheduled call (its rule and both DLQs); `dead_letter_queues` (name → queue) for any
+        errors), a scheduled call (its rule and both DLQs), a bus rule (the rule, its target DLQ);
+        `dead_letter_queues` (name → queue) for any
         other DLQ."""
         super().__init__(scope, construct_id)
         self.settings = settings
@@ -100,8 +103,28 @@ class ServiceMonitoring(Construct):
             self._watch_function(consumer)
         for call in scheduled_calls:
             self._watch_dead_letter_queues(call.dead_letter_queues)
-            self._watch_api_destination_rule(call.rule, label=call.name)
+            self._watch_rule(
+                call.rule,
+                label=call.name,
+                failed=f"{call.name}: the API destination call failed after all retries; the events are in "
+                f"its DLQ: `python -m ops dlq sample {call.name}-target-dlq`.",
+                to_dlq=f"{call.name}: events were sent to the rule's DLQ: `python -m ops dlq sample "
+                f"{call.name}-target-dlq`; fix the endpoint or its key, then `python -m ops dlq redrive`.",
+            )
             self._watched_calls.add(call.node.path)
+        for bus_rule in bus_rules:
+            self._watch_dead_letter_queues(bus_rule.dead_letter_queues)
+            self._watch_rule(
+                bus_rule.rule,
+                label=bus_rule.name,
+                failed=f"{bus_rule.name}: EventBridge could not deliver events to the {bus_rule.queue.name} "
+                f"queue after all retries (its queue policy, or the queue is gone); they are in `python -m "
+                f"ops dlq sample {bus_rule.name}-target-dlq`.",
+                to_dlq=f"{bus_rule.name}: events were sent to the rule's DLQ: `python -m ops dlq sample "
+                f"{bus_rule.name}-target-dlq`; fix the queue or its policy, then `python -m ops dlq "
+                "redrive`.",
+            )
+            self._watched_calls.add(bus_rule.node.path)
         self._watch_dead_letter_queues(dead_letter_queues or {})
         for kernel_metric in kernel_metrics:
             self._watch_kernel_metric(kernel_metric)
@@ -179,38 +202,26 @@ class ServiceMonitoring(Construct):
             cw.GraphWidget(title=f"{label} errors / p99 duration", left=[errors], right=[duration], width=8)
         )
 
-    def _watch_api_destination_rule(self, rule: events.IRule, *, label: str) -> None:
+    def _watch_rule(self, rule: events.IRule, *, label: str, failed: str, to_dlq: str) -> None:
         dims = {"RuleName": rule.rule_name}
-        failed = cw.Metric(
+        failed_metric = cw.Metric(
             namespace="AWS/Events",
             metric_name="FailedInvocations",
             dimensions_map=dims,
             period=PERIOD,
             statistic="Sum",
         )
-        to_dlq = cw.Metric(
+        to_dlq_metric = cw.Metric(
             namespace="AWS/Events",
             metric_name="InvocationsSentToDlq",
             dimensions_map=dims,
             period=PERIOD,
             statistic="Sum",
         )
-        self._alarm(
-            f"{label}FailedInvocations",
-            metric=failed,
-            threshold=0,
-            description=f"{label}: the API destination call failed after all retries; the events are in "
-            f"its DLQ: `python -m ops dlq sample {label}-target-dlq`.",
-        )
-        self._alarm(
-            f"{label}SentToDlq",
-            metric=to_dlq,
-            threshold=0,
-            description=f"{label}: events were sent to the rule's DLQ: `python -m ops dlq sample "
-            f"{label}-target-dlq`; fix the endpoint or its key, then `python -m ops dlq redrive`.",
-        )
+        self._alarm(f"{label}FailedInvocations", metric=failed_metric, threshold=0, description=failed)
+        self._alarm(f"{label}SentToDlq", metric=to_dlq_metric, threshold=0, description=to_dlq)
         self.dashboard.add_widgets(
-            cw.GraphWidget(title=f"{label} failed / to DLQ", left=[failed, to_dlq], width=8)
+            cw.GraphWidget(title=f"{label} failed / to DLQ", left=[failed_metric, to_dlq_metric], width=8)
         )
 
     def _watch_kernel_metric(self, kernel_metric: KernelMetric) -> None:
@@ -247,7 +258,7 @@ def _watchable(constructs: Iterable[object]) -> list[tuple[Construct, str]]:
             found.append((construct, "queue"))
         elif isinstance(construct, QueueConsumer | OutboxPublisher):
             found.append((construct, "function"))
-        elif isinstance(construct, ScheduledApiCall):
+        elif isinstance(construct, ScheduledApiCall | BusRule):
             found.append((construct, "scheduled call"))
     return found
 

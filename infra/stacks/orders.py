@@ -8,6 +8,12 @@ payments' payment-events ─┬→ paid-orders queue     (PaymentCompleted: orde
                           └→ failed-payments queue (PaymentFailed: order CANCELLED once + OrderCancelled,
                                                     which releases its stock)
 
+The integration events (OrderPaid, OrderCancelled, OrderRejected) also go to the app's EventBridge
+bus, from the same outbox publisher; rules there route them to the services that are not the order
+service's own consumers (the loyalty stack's points rule) and to shipping:
+app bus ── shipping rule (OrderPaid) → shipping queue → shipping worker → shipping API (key
+           {orderId}:shipment), the shipment recorded on the order once
+
 Each consumer has its own queue, retries and backlog, so a slow or broken one never holds the others
 back, and the order service never calls them synchronously.
 """
@@ -28,10 +34,12 @@ from orders.subscriptions import (
     INVENTORY_FILTER,
     NOTIFICATIONS_FILTER,
     PAID_ORDERS_FILTER,
+    SHIPPING_RULE,
 )
 
 from infra.config import StageConfig
 from infra.constructs.buckets import PrivateBucket
+from infra.constructs.bus_rule import BusRule
 from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
 from infra.constructs.function import RelayFunction
 from infra.constructs.http_api import HttpApi
@@ -100,6 +108,7 @@ class OrdersStack(RelayStack):
         analytics_q = queue("AnalyticsQueue", "analytics")
         paid_q = queue("PaidOrdersQueue", "paid-orders")
         failed_q = queue("FailedPaymentsQueue", "failed-payments")
+        shipping_q = queue("ShippingQueue", "shipping")
         topic.subscribe(inventory_q, filter_policy=allowlist_filter(INVENTORY_FILTER))
         topic.subscribe(notify_q, filter_policy=allowlist_filter(NOTIFICATIONS_FILTER))
         # Raw delivery: analytics stores the envelope as it is, one object per eventId; no SNS wrapper
@@ -108,6 +117,18 @@ class OrdersStack(RelayStack):
         payment_events.subscribe(paid_q, filter_policy=allowlist_filter(PAID_ORDERS_FILTER))
         payment_events.subscribe(failed_q, filter_policy=allowlist_filter(FAILED_PAYMENTS_FILTER))
         self.topic = topic
+        shipping_rule = BusRule(
+            self,
+            "ShippingRule",
+            name="shipping",
+            naming=naming,
+            event_bus=platform.event_bus,
+            pattern=SHIPPING_RULE,
+            queue=shipping_q,
+            queues=queues,
+            removal_policy=keep,
+            description="OrderPaid → the shipping queue",
+        )
 
         # Each function is told only of the tables it uses, and granted exactly those
         # (tests/infra/test_grants.py holds the two together).
@@ -149,9 +170,12 @@ class OrdersStack(RelayStack):
             topic=topic,
             handler="orders.handlers.outbox_publisher.handler",
             environment=env.OUTBOX_PUBLISHER.environment(
-                orders_table=orders.table_name, events_topic_arn=topic.topic.topic_arn
+                orders_table=orders.table_name,
+                events_topic_arn=topic.topic.topic_arn,
+                event_bus_name=platform.event_bus.event_bus_name,
             ),
         )
+        platform.event_bus.grant_put_events_to(publisher.function)
 
         inventory_fn = QueueConsumer(
             self,
@@ -202,10 +226,25 @@ class OrdersStack(RelayStack):
             environment=env.FAILED_PAYMENTS.environment(**tables),
             description="PaymentFailed → order CANCELLED once + OrderCancelled (stock released)",
         )
+        shipping = QueueConsumer(
+            self,
+            "ShippingWorker",
+            settings=functions,
+            queue=shipping_q,
+            handler="orders.handlers.shipping.handler",
+            environment=env.SHIPPING.environment(
+                **tables,
+                inventory_table=inventory.table_name,
+                shipping_api_url=settings.shipping_api_url,
+                http_timeout_seconds=settings.http_timeout_seconds,
+            ),
+            description="OrderPaid (bus rule) → one shipment from the shipping API, recorded on the order",
+        )
+        inventory.grant_read_data(shipping.function)
         # Analytics needs no marker: its S3 object per eventId, written only if absent, is the record.
-        for consumer in (inventory_fn, notifier, paid, failed):
+        for consumer in (inventory_fn, notifier, paid, failed, shipping):
             idempotency.grant_read_write_data(consumer.function)
-        for consumer in (inventory_fn, paid, failed):
+        for consumer in (inventory_fn, paid, failed, shipping):
             orders.grant_read_write_data(consumer.function)
         inventory.grant_read_write_data(inventory_fn.function)
         archive.grant_prefix(
@@ -220,10 +259,11 @@ class OrdersStack(RelayStack):
             self,
             "Alarms",
             settings=self.monitoring,
-            queues=[inventory_q, notify_q, analytics_q, paid_q, failed_q],
+            queues=[inventory_q, notify_q, analytics_q, paid_q, failed_q, shipping_q],
             topics=[topic],
             outbox_publishers=[publisher],
-            consumers=[inventory_fn, notifier, analytics, paid, failed],
+            consumers=[inventory_fn, notifier, analytics, paid, failed, shipping],
+            bus_rules=[shipping_rule],
             kernel_metrics=[
                 KernelMetric(
                     "OrphanPayment",
@@ -231,6 +271,13 @@ class OrdersStack(RelayStack):
                     description="orders: a payment completed for an unknown or closed order; it is kept as "
                     "an orphan-payment record. `python -m ops order <id>` shows the order and it; refund or "
                     "attach by hand.",
+                ),
+                KernelMetric(
+                    "ShipmentRefused",
+                    label="ShipmentsRefused",
+                    description="orders: the shipping API refused a paid order's shipment; the refusal "
+                    "is recorded on the order. `python -m ops order <id>` shows it; arrange the shipment by "
+                    "hand or refund.",
                 ),
                 KernelMetric(
                     "PayloadConflict",

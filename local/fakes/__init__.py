@@ -1,5 +1,5 @@
-"""Fakes of the external HTTP systems (legacy payment system, invoice API, public report API,
-report-ready webhook) with fault knobs.
+"""Fakes of the external HTTP systems (legacy payment system, invoice API, shipping API, public
+report API, report-ready webhook) with fault knobs.
 
 Real HTTP servers on 127.0.0.1, used by tests and the local sandbox::
 
@@ -15,6 +15,7 @@ from local.fakes._server import FakeService, FaultKnobs, KnobError, knobs_from_e
 from local.fakes.invoice_api import InvoiceApiFake, InvoiceKnobs
 from local.fakes.legacy_payments import LegacyPaymentKnobs, LegacyPaymentsFake
 from local.fakes.report_api import ReportApiFake, ReportApiKnobs
+from local.fakes.shipping_api import ShippingApiFake, ShippingKnobs
 from local.fakes.webhook import WebhookFake, WebhookKnobs
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "LegacyPaymentsFake",
     "ReportApiFake",
     "ReportApiKnobs",
+    "ShippingApiFake",
+    "ShippingKnobs",
     "WebhookFake",
     "WebhookKnobs",
     "knobs_from_env",

@@ -4,6 +4,7 @@
     FAKE_FAIL_RATE_5XX=0.2 python -m local.fakes invoice-api --port 8102
     python -m local.fakes report-api --port 8103 --knob invisible_reads=2 --knob tamper_ids=r-7
     python -m local.fakes webhook --port 8104
+    python -m local.fakes shipping-api --port 8105 --knob refuse_customers=cust-9
 
 Knobs come from ``FAKE_<NAME>`` environment variables, then ``--knob NAME=VALUE`` (which wins).
 They can still be changed while it runs: ``curl -X POST localhost:8101/_admin/knobs -d '{"outage": true}'``.
@@ -21,9 +22,16 @@ from local.fakes._server import FakeService, KnobError, knobs_from_env
 from local.fakes.invoice_api import InvoiceApiFake, InvoiceKnobs
 from local.fakes.legacy_payments import LegacyPaymentKnobs, LegacyPaymentsFake
 from local.fakes.report_api import ReportApiFake, ReportApiKnobs
+from local.fakes.shipping_api import ShippingApiFake, ShippingKnobs
 from local.fakes.webhook import WebhookFake, WebhookKnobs
 
-DEFAULT_PORTS = {"legacy-payments": 8101, "invoice-api": 8102, "report-api": 8103, "webhook": 8104}
+DEFAULT_PORTS = {
+    "legacy-payments": 8101,
+    "invoice-api": 8102,
+    "report-api": 8103,
+    "webhook": 8104,
+    "shipping-api": 8105,
+}
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -33,7 +41,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--port",
         type=int,
-        help="default: 8101 legacy-payments, 8102 invoice-api, 8103 report-api, 8104 webhook",
+        help=(
+            "default: 8101 legacy-payments, 8102 invoice-api, 8103 report-api, 8104 webhook, "
+            "8105 shipping-api"
+        ),
     )
     parser.add_argument(
         "--knob", action="append", default=[], metavar="NAME=VALUE", help="a knob setting; repeatable"
@@ -63,6 +74,9 @@ def build_fake(args: argparse.Namespace, environ: Mapping[str, str]) -> FakeServ
     if args.service == "webhook":
         webhook_knobs = WebhookKnobs().replace(**{**knobs_from_env(WebhookKnobs, environ), **settings})
         return WebhookFake(webhook_knobs, host=args.host, port=port, quiet=quiet)
+    if args.service == "shipping-api":
+        shipping_knobs = ShippingKnobs().replace(**{**knobs_from_env(ShippingKnobs, environ), **settings})
+        return ShippingApiFake(shipping_knobs, host=args.host, port=port, quiet=quiet)
     invoice_knobs = InvoiceKnobs().replace(**{**knobs_from_env(InvoiceKnobs, environ), **settings})
     return InvoiceApiFake(invoice_knobs, host=args.host, port=port, quiet=quiet)
 

@@ -1,4 +1,4 @@
-"""Fixtures of the orders handler tests: moto for AWS, the webhook fake on 127.0.0.1."""
+"""Fixtures of the orders handler tests: moto for AWS, the webhook and shipping API fakes on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 from moto import mock_aws
 
+from local.fakes.shipping_api import ShippingApiFake
 from local.fakes.webhook import WebhookFake
 from tests.handlers.orders.world import OrdersWorld, create_world
 
@@ -20,7 +21,15 @@ def webhook() -> Iterator[WebhookFake]:
 
 
 @pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch, webhook: WebhookFake) -> Iterator[OrdersWorld]:
+def shipping() -> Iterator[ShippingApiFake]:
+    with ShippingApiFake() as fake:
+        yield fake
+
+
+@pytest.fixture
+def world(
+    monkeypatch: pytest.MonkeyPatch, webhook: WebhookFake, shipping: ShippingApiFake
+) -> Iterator[OrdersWorld]:
     """moto with the orders stack's resources and stock, its functions' environment from the template
     (the webhook fake's URL and the test knobs on top), and a fresh runtime."""
     from relay.wiring import reset_all
@@ -28,6 +37,7 @@ def world(monkeypatch: pytest.MonkeyPatch, webhook: WebhookFake) -> Iterator[Ord
     monkeypatch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
     overrides = {
         "NOTIFY_WEBHOOK_URL": f"{webhook.base_url}/orders",
+        "SHIPPING_API_URL": shipping.base_url,
         "HTTP_TIMEOUT_SECONDS": "2",
         # Keep the back-off of a transient failure short (it is best effort on moto anyway).
         "RELAY_BACKOFF_BASE_SECONDS": "0",

@@ -38,7 +38,13 @@ def test_payment_completed_marks_the_order_paid_and_publishes_order_paid(world: 
     assert order is not None and order["status"] == "PAID" and order["paymentOperationId"] == "op-1"
     (paid,) = world.outbox(order_id, "OrderPaid")
     assert paid.ids == {"orderId": order_id, "operationId": "op-1"}
-    assert paid.payload == {"customerId": "cust-7", "operationId": "op-1", "paymentId": "pay-9"}
+    # The lines travel with OrderPaid (shipping ships them, loyalty counts them), as the order has them.
+    assert paid.payload == {
+        "customerId": "cust-7",
+        "operationId": "op-1",
+        "paymentId": "pay-9",
+        "items": [{"sku": "SKU-MUG", "quantity": 2}, {"sku": "SKU-TEAPOT", "quantity": 1}],
+    }
     assert paid.causation_id == payment.event_id
 
 

@@ -2,10 +2,12 @@
 published twice, every SQS batch delivered twice, client retries with the same Idempotency-Key --
 some paid through PaymentCompleted events (published twice), one cancelled (and then paid: an
 orphan), one rejected for stock: stock moves once per order, the customer hears each event once,
-analytics holds each event once, nothing is parked."""
+analytics holds each event once, each paid order is shipped once (OrderPaid through the bus's
+shipping rule, every batch twice), nothing is parked."""
 
 from __future__ import annotations
 
+from local.fakes.shipping_api import ShippingApiFake
 from local.fakes.webhook import WebhookFake
 from tests.handlers.orders.api_client import body_of, cancel, order_request, post_order
 from tests.handlers.orders.world import PAYMENT_TOPIC, OrdersWorld, Pump, payment_completed
@@ -23,7 +25,7 @@ def lines(index: int) -> list[dict[str, object]]:
 
 
 def test_thirty_orders_with_every_message_twice_move_stock_once_and_notify_once(
-    world: OrdersWorld, webhook: WebhookFake
+    world: OrdersWorld, webhook: WebhookFake, shipping: ShippingApiFake
 ) -> None:
     world.seed({"SKU-A": 1000, "SKU-B": 1000})
     order_ids = []
@@ -74,6 +76,17 @@ def test_thirty_orders_with_every_message_twice_move_stock_once_and_notify_once(
     archived = world.archived()
     assert len(archived) == len(events)
     assert {key.rsplit("/", 1)[1].removesuffix(".json") for key in archived} == {e.event_id for e in events}
+
+    # Each paid order shipped once: one shipment under its key, recorded on the order; none for the
+    # cancelled and the rejected one.
+    paid_ids = [order_ids[i] for i in PAID]
+    assert shipping.shipments_by_order() == dict.fromkeys(paid_ids, 1)
+    assert shipping.shipments() == {f"{order_id}:shipment": 1 for order_id in paid_ids}
+    for order_id in paid_ids:
+        recorded = (world.order(order_id) or {}).get("shipment") or {}
+        assert recorded.get("status") == "REQUESTED"
+        assert recorded.get("shipmentId") == (shipping.shipment_for(order_id) or {}).get("shipmentId")
+    assert "shipment" not in (world.order(order_ids[CANCELLED]) or {})
 
     # The cancelled order's payment is recorded once, not applied.
     (orphan,) = world.orphan_payments(order_ids[CANCELLED])

@@ -28,6 +28,7 @@ from tests.handlers.orders.world import (
     ORDERS_TABLE,
     PAID_ORDERS,
     PAYMENT_TOPIC,
+    SHIPPING,
     OrdersWorld,
     failed_ids,
     operation_cancelled,
@@ -39,7 +40,8 @@ EXPECTED = {
     "OrderCreated": {INVENTORY, NOTIFICATIONS, ANALYTICS},
     "OrderCancelled": {INVENTORY, ANALYTICS},
     "OrderRejected": {NOTIFICATIONS, ANALYTICS},
-    "OrderPaid": {NOTIFICATIONS, ANALYTICS},
+    # OrderPaid also goes to the app's bus, whose shipping rule delivers it to the shipping queue.
+    "OrderPaid": {NOTIFICATIONS, ANALYTICS, SHIPPING},
 }
 
 

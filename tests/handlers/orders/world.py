@@ -18,10 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from orders.subscriptions import ORDERS_SOURCE
+
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
 from relay.idempotency import deserialize_item
 from relay.outbox import sns_publisher
-from tests.builders import FakeContext, retry_copy, sns_wrapped
+from tests.builders import FakeContext, eventbridge_wrapped, retry_copy, sns_wrapped
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 from tests.handlers.streams import StreamReader
 
@@ -40,6 +42,8 @@ NOTIFICATIONS = _PLAN.queue_for("orders.handlers.notifier.handler")
 ANALYTICS = _PLAN.queue_for("orders.handlers.analytics.handler")
 PAID_ORDERS = _PLAN.queue_for("orders.handlers.paid_orders.handler")
 FAILED_PAYMENTS = _PLAN.queue_for("orders.handlers.failed_payments.handler")
+# Fed by the app bus's shipping rule (EventBridge → SQS), not by an SNS subscription.
+SHIPPING = _PLAN.queue_for("orders.handlers.shipping.handler")
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,8 @@ class OrdersWorld:
         for env in envelopes:
             if isinstance(env, str):
                 body = env
+            elif queue == SHIPPING:
+                body = eventbridge_wrapped(env, detail_type=env.event_type, source=ORDERS_SOURCE)
             elif SUBSCRIPTIONS[queue].raw:
                 body = env.to_json()
             else:
@@ -315,7 +321,7 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 def handlers() -> dict[str, Handler]:
-    from orders.handlers import analytics, failed_payments, inventory, notifier, paid_orders
+    from orders.handlers import analytics, failed_payments, inventory, notifier, paid_orders, shipping
 
     return {
         INVENTORY: inventory.handler,
@@ -323,6 +329,7 @@ def handlers() -> dict[str, Handler]:
         ANALYTICS: analytics.handler,
         PAID_ORDERS: paid_orders.handler,
         FAILED_PAYMENTS: failed_payments.handler,
+        SHIPPING: shipping.handler,
     }
 
 

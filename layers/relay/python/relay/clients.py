@@ -30,6 +30,8 @@ def aws_client(service: Literal["sqs"], *, fast: bool = False) -> SQSClient: ...
 def aws_client(service: Literal["sns"], *, fast: bool = False) -> SNSClient: ...
 @overload
 def aws_client(service: Literal["secretsmanager"], *, fast: bool = False) -> SecretsManagerClient: ...
+@overload
+def aws_client(service: Literal["events"], *, fast: bool = False) -> Any: ...
 def aws_client(service: str, *, fast: bool = False) -> Any:
     import boto3
     from botocore.config import Config
@@ -67,3 +69,7 @@ class AwsClients:
         return aws_client(
             "sns",
         )
+
+    @functools.cached_property
+    def events(self) -> Any:
+        return aws_client("events")

@@ -6,17 +6,25 @@ same ``TransactWriteItems`` (``outbox_write`` returns a BusinessWrite for relay.
 transaction) and a DynamoDB-stream consumer (``publish_outbox_batch``) publishes it and marks it
 ``publishedAt``. A crash after publishing and before marking publishes the row again on retry:
 downstream duplicates are expected and harmless, because consumers dedupe on the stable eventId.
+
+A row can also go to an EventBridge bus (``BusRoute``: the event types a service's integration
+partners hear there, as ``detail-type`` with the envelope as ``detail``). The row is marked only after
+BOTH publishes succeeded, so the bus carries the outbox's guarantee too: at least once, the eventId in
+the detail. A failure on either retries both; the channel that had succeeded delivers a duplicate,
+which its consumers deduplicate like any other.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from relay import deadlines
 from relay.envelope import Envelope
+from relay.errors import DependencyUnavailable, PermanentError
 from relay.idempotency import BusinessWrite, put, serialize_item
 
 if TYPE_CHECKING:
@@ -105,6 +113,57 @@ def sns_publisher(
     return publish
 
 
+@dataclass(frozen=True)
+class BusRoute:
+    """Which outbox events also go to an EventBridge bus: ``event_types``, put on ``event_bus`` (name or
+    ARN) with ``Source`` = ``source`` and ``DetailType`` = the eventType."""
+
+    event_bus: str
+    source: str
+    event_types: frozenset[str]
+
+
+# PutEvents answers 200 with a failed entry; these entry error codes are worth a retry (AWS documents
+# InternalFailure and ThrottlingException as the transient ones), any other is the request's fault.
+_TRANSIENT_ENTRY_ERRORS = frozenset({"InternalFailure", "ThrottlingException"})
+
+
+class BusRefused(PermanentError):
+    """The bus refused an event for a reason a retry will not change (malformed, too large, denied)."""
+
+
+def bus_publisher(
+    route: BusRoute, events_client: Any = None
+) -> Callable[[Envelope, Mapping[str, Any]], None]:
+    """Put an envelope on ``route.event_bus`` when its type is one of ``route.event_types``."""
+
+    def publish(envelope: Envelope, row: Mapping[str, Any]) -> None:
+        if envelope.event_type not in route.event_types:
+            return
+        client = events_client if events_client is not None else _default_client("events")
+        entry = {
+            "Source": route.source,
+            "DetailType": envelope.event_type,
+            "Detail": envelope.to_json(),
+            "EventBusName": route.event_bus,
+            "Time": envelope.occurred_at,
+        }
+        answer = client.put_events(Entries=[entry])
+        if not answer.get("FailedEntryCount"):
+            return
+        failed = (answer.get("Entries") or [{}])[0]
+        code, message = failed.get("ErrorCode", "Unknown"), failed.get("ErrorMessage", "")
+        text = (
+            f"PutEvents refused event {envelope.event_id} ({envelope.event_type}) on {route.event_bus}: "
+            f"{code}: {message}"
+        )
+        if code in _TRANSIENT_ENTRY_ERRORS:
+            raise DependencyUnavailable(text)
+        raise BusRefused(text)
+
+    return publish
+
+
 def publish_outbox_batch(
     stream_event: dict[str, Any],
     *,
@@ -113,12 +172,15 @@ def publish_outbox_batch(
     sns_client: SNSClient | None = None,
     ddb_client: DynamoDBClient | None = None,
     table_name: str | None = None,
+    bus: BusRoute | None = None,
+    events_client: Any = None,
 ) -> dict[str, Any]:
     """DynamoDB-stream consumer body; returns ``{"batchItemFailures": [{"itemIdentifier": seq}]}``.
 
     Only INSERT records whose NewImage has ``kind == "outbox"`` are published (to ``publish`` if
-    given, else SNS ``topic_arn``); everything else on the stream is ignored. The table to mark is
-    ``table_name`` or the one in the record's eventSourceARN.
+    given, else SNS ``topic_arn``), and to ``bus`` when its type is routed there; everything else on
+    the stream is ignored. The table to mark is ``table_name`` or the one in the record's
+    eventSourceARN.
 
     Stream semantics: Lambda checkpoints at the LOWEST reported SequenceNumber and re-sends the
     shard from there, so everything after a failure is re-sent anyway. We therefore stop at the
@@ -130,6 +192,7 @@ def publish_outbox_batch(
     if publish is None and topic_arn is None:
         raise ValueError("publish_outbox_batch needs publish= or topic_arn=")
     sns_publish = sns_publisher(topic_arn, sns_client) if publish is None and topic_arn else None
+    bus_publish = bus_publisher(bus, events_client) if bus is not None else None
     ddb = ddb_client
     failed = [False]
 
@@ -148,6 +211,8 @@ def publish_outbox_batch(
                 publish(envelope)
             elif sns_publish is not None:
                 sns_publish(envelope, row)
+            if bus_publish is not None:
+                bus_publish(envelope, row)
             if ddb is None:
                 ddb = _default_client("dynamodb")
             mark_published(ddb, table_name or _table_from_stream_arn(raw), raw["dynamodb"]["Keys"])
@@ -213,12 +278,16 @@ def _table_from_stream_arn(record: Mapping[str, Any]) -> str:
 
 
 def outbox_handler[W: AwsClients](
-    wiring: Callable[[], W], *, topic_arn: Callable[[W], str], table_name: Callable[[W], str]
+    wiring: Callable[[], W],
+    *,
+    topic_arn: Callable[[W], str],
+    table_name: Callable[[W], str],
+    bus: Callable[[W], BusRoute] | None = None,
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda handler of a table's outbox publisher (the table stream's consumer): Powertools
     logging with the Lambda context and tracing (``relay.observability``), the function's wiring
-    (checked at cold start), and ``publish_outbox_batch`` to ``topic_arn(wiring)`` marking rows in
-    ``table_name(wiring)``.
+    (checked at cold start), and ``publish_outbox_batch`` to ``topic_arn(wiring)`` (and ``bus(wiring)``)
+    marking rows in ``table_name(wiring)``.
 
     The handler's subsegment is annotated with the correlation id its outbox rows share (one request's
     events, the usual batch). An annotation holds one value, so a batch of rows from several requests
@@ -250,6 +319,8 @@ def outbox_handler[W: AwsClients](
             sns_client=wired.sns,
             ddb_client=wired.ddb,
             table_name=table_name(wired),
+            bus=bus(wired) if bus is not None else None,
+            events_client=wired.events if bus is not None else None,
         )
 
     return handler

@@ -1,0 +1,158 @@
+"""Loyalty points: OrderPaid accrues points for the customer once per order; OrderRejected of a paid
+order reverses them once. Both arrive through an EventBridge rule on the app's bus (the order service
+never calls loyalty), unordered and at least once:
+
+* a redelivery, a duplicate publish and a concurrent twin all commit at most once: the order's item
+  and the balance change in ONE transaction with the processed-event marker, conditional on the order
+  item that was read; the loser of a race re-reads (a transient retry) and decides again;
+* a reversal that arrives before its accrual records a reversal of 0 points; the accrual, when it
+  comes, is then recorded with an equal reversal and leaves the balance alone. Either order ends
+  with the same balance;
+* the rule is ``points_per_unit`` (stage config) points per unit ordered: the order lines travel
+  with OrderPaid, so loyalty reads nothing of the order service's.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from loyalty.store import OrderPoints, PointsStore
+from relay.envelope import Envelope
+from relay.errors import DependencyUnavailable, InvalidInput
+from relay.idempotency import CommitResult
+from relay.observability import logger, record_metric
+from relay.state_machine import AlreadyApplied, now_iso
+
+ORDER_PAID = "OrderPaid"
+ORDER_REJECTED = "OrderRejected"
+
+
+def _required(envelope: Envelope) -> tuple[str, str]:
+    order_id = envelope.ids.get("orderId")
+    customer_id = (envelope.payload or {}).get("customerId")
+    if not order_id or not isinstance(customer_id, str) or not customer_id:
+        raise InvalidInput(
+            f"event {envelope.event_id} ({envelope.event_type}) needs ids.orderId and payload.customerId"
+        )
+    return customer_id, order_id
+
+
+def points_earned(envelope: Envelope, points_per_unit: int) -> int:
+    """``points_per_unit`` x the units of the order's lines (OrderPaid's ``payload.items``)."""
+    items = (envelope.payload or {}).get("items")
+    if not isinstance(items, list) or not items:
+        raise InvalidInput(f"event {envelope.event_id} ({envelope.event_type}) has no payload.items")
+    units = 0
+    for index, item in enumerate(items):
+        quantity = item.get("quantity") if isinstance(item, dict) else None
+        if type(quantity) is not int or quantity < 1:
+            raise InvalidInput(
+                f"event {envelope.event_id}: payload.items[{index}].quantity must be a positive integer"
+            )
+        units += quantity
+    return units * points_per_unit
+
+
+def _skip(envelope: Envelope, why: str, *, order_id: str | None = None, duplicate: bool = True) -> None:
+    if duplicate:
+        record_metric("Duplicate", event_type=envelope.event_type)
+    logger().info("acknowledged without effect", extra={"reason": why, "order_id": order_id})
+
+
+def _changed(order_id: str, done: str) -> Any:
+    def explain(old: dict[str, Any] | None) -> Exception:
+        if old and old.get(done):
+            return AlreadyApplied(f"order {order_id}: already recorded ({done})")
+        return DependencyUnavailable(f"order {order_id}'s points changed since they were read; retrying")
+
+    return explain
+
+
+def apply_points_event(
+    envelope: Envelope, store: PointsStore, *, points_per_unit: int, now: datetime | None = None
+) -> None:
+    if envelope.event_type == ORDER_PAID:
+        accrue(envelope, store, points_per_unit=points_per_unit, now=now)
+    elif envelope.event_type == ORDER_REJECTED:
+        reverse(envelope, store, now=now)
+    else:
+        raise InvalidInput(
+            f"event {envelope.event_id} has eventType {envelope.event_type}; loyalty handles "
+            f"{ORDER_PAID} and {ORDER_REJECTED}. Check the bus rule's event pattern."
+        )
+
+
+def _commit(envelope: Envelope, store: PointsStore, writes: list[Any], order_id: str) -> bool:
+    try:
+        return store.commit_once(envelope, writes) is CommitResult.APPLIED
+    except AlreadyApplied as exc:
+        _skip(envelope, str(exc), order_id=order_id)
+        return False
+
+
+def accrue(
+    envelope: Envelope, store: PointsStore, *, points_per_unit: int, now: datetime | None = None
+) -> None:
+    customer_id, order_id = _required(envelope)
+    points = points_earned(envelope, points_per_unit)
+    if store.already_processed(envelope):
+        _skip(envelope, "event already processed", order_id=order_id)
+        return
+    entry: OrderPoints | None = store.order_points(customer_id, order_id)
+    if entry is not None and entry.accrued_at is not None:
+        _skip(envelope, "points already accrued for the order", order_id=order_id)
+        return
+    offset = entry is not None and entry.reversed_at is not None
+    at = now_iso(now)
+    writes = [
+        store.accrual_write(
+            customer_id,
+            order_id,
+            points,
+            event_id=envelope.event_id,
+            at=at,
+            offset_by_reversal=offset,
+            on_condition_failed=_changed(order_id, "accruedAt"),
+        )
+    ]
+    if points and not offset:
+        writes.append(store.balance_write(customer_id, points, at=at))
+    if _commit(envelope, store, writes, order_id):
+        record_metric("PointsAccrued", event_type=envelope.event_type)
+        logger().info(
+            "points accrued",
+            extra={"order_id": order_id, "points": points, "offset_by_earlier_reversal": offset},
+        )
+
+
+def reverse(envelope: Envelope, store: PointsStore, *, now: datetime | None = None) -> None:
+    customer_id, order_id = _required(envelope)
+    if not (envelope.payload or {}).get("paymentOperationId"):
+        # Rejected before it was paid: it never earned points (the rule should not have sent it).
+        _skip(envelope, "order was rejected before it was paid; no points to reverse", duplicate=False)
+        return
+    if store.already_processed(envelope):
+        _skip(envelope, "event already processed", order_id=order_id)
+        return
+    entry = store.order_points(customer_id, order_id)
+    if entry is not None and entry.reversed_at is not None:
+        _skip(envelope, "points already reversed for the order", order_id=order_id)
+        return
+    points = entry.accrued or 0 if entry is not None and entry.accrued_at is not None else 0
+    at = now_iso(now)
+    writes = [
+        store.reversal_write(
+            customer_id,
+            order_id,
+            points,
+            event_id=envelope.event_id,
+            at=at,
+            on_condition_failed=_changed(order_id, "reversedAt"),
+        )
+    ]
+    if points:
+        writes.append(store.balance_write(customer_id, -points, at=at))
+    if _commit(envelope, store, writes, order_id):
+        record_metric("PointsReversed", event_type=envelope.event_type)
+        logger().info("points reversed", extra={"order_id": order_id, "points": points})
