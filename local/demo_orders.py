@@ -8,6 +8,11 @@ paid-orders to move them to PAID, then print orders by state, stock movements pe
 SKU, and check: every order in the state it should be, stock conserved (seeded = available +
 reserved, reserved = what live orders hold), the customer notified once per event, analytics
 holding each event once, nothing parked in the orders DLQs.
+
+Then the bus section: OrderPaid (and a paid order's OrderRejected) went to the app's EventBridge bus,
+whose rules feed the shipping and points workers, every batch delivered to them TWICE: each paid order
+shipped once (the shipping fake's ledger, and the shipment on the order) and credited once
+(``GET /customers/{id}/points``), and none for the cancelled and the rejected order.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from local.sandbox import Sandbox
 from ops.seed_stock import DEFAULT_FILE, load_levels, seed_stock
 
 NOTIFIED = ("OrderCreated", "OrderPaid", "OrderRejected")
+# The bus rules' consumers, delivered every batch twice during the demo (DuplicateDelivery).
+BUS_CONSUMERS = ("ShippingWorker", "PointsWorker")
 LIMITED = "SKU-LIMITED-PRINT"
 BASKETS: list[list[tuple[str, int]]] = [
     [("SKU-RED-MUG", 2), ("SKU-TEAPOT", 1)],
@@ -83,6 +90,9 @@ class OrdersScenario:
         if not self.enabled:
             return
         self.started = time.monotonic()
+        if self.sb.mappings is not None:
+            duplicates = self.sb.mappings.duplicates
+            duplicates.set(tuple(duplicates.patterns | set(BUS_CONSUMERS)))
         self.levels = load_levels(DEFAULT_FILE)
         seed_stock(self.levels, table=self.read.inventory_table, ddb_client=self.read.ddb)
         print(
@@ -210,6 +220,90 @@ class OrdersScenario:
         print("", file=self.out)
         for name, ok in checks.items():
             print(f"  {'PASS' if ok else 'FAIL'}  {name}", file=self.out)
+        return self._bus_section(views) and all(checks.values())
+
+    def _points(self, customer_id: str) -> dict[str, Any]:
+        response = requests.get(f"{self.sb.api_url}/customers/{customer_id}/points", timeout=30)
+        result: dict[str, Any] = response.json() if response.status_code == 200 else {}
+        if response.status_code != 200:
+            self.http_errors[f"GET points {response.status_code}"] += 1
+        return result
+
+    def _bus_section(self, views: dict[str, dict[str, Any]]) -> bool:
+        """Shipping and points, fed by the app's bus, every batch delivered twice."""
+        print(
+            "\norders on the event bus: OrderPaid → rules → shipping and points "
+            "(every batch delivered twice)",
+            file=self.out,
+        )
+        paid = [o for o, want in self.expected.items() if want == "PAID"]
+        unpaid = [o for o, want in self.expected.items() if want != "PAID"]
+        per_unit = next(
+            (
+                int(f.environment["POINTS_PER_UNIT"])
+                for f in self.sb.topology.functions.values()
+                if "POINTS_PER_UNIT" in f.environment
+            ),
+            0,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            views = {o: self._order(o) for o in self.expected}
+            if all(views[o].get("shipment") for o in paid):
+                break
+            time.sleep(0.5)
+        self.read.wait_idle(30)
+        shipments = self.sb.shipping.shipments_by_order()
+        customers = {o: f"customer-{i:02d}" for i, o in enumerate(self.baskets)}
+        accounts = {o: self._points(customers[o]) for o in self.expected}
+
+        def accruals(order_id: str) -> list[dict[str, Any]]:
+            ledger = accounts[order_id].get("ledger") or []
+            return [e for e in ledger if e.get("orderId") == order_id and e.get("kind") == "ACCRUAL"]
+
+        def owed(order_id: str) -> int:
+            return per_unit * sum(n for _, n in self.baskets[order_id])
+
+        duplicated = sum(
+            m.stats.duplicated_records
+            for m in (self.sb.mappings.items if self.sb.mappings else [])
+            if any(c in m.spec.function for c in BUS_CONSUMERS)
+        )
+        rows = [
+            ("paid orders", str(len(paid))),
+            ("shipments per paid order (shipping API)", _histogram(shipments.get(o, 0) for o in paid)),
+            ("shipments for cancelled/rejected orders", str(sum(shipments.get(o, 0) for o in unpaid))),
+            ("points accruals per paid order", _histogram(len(accruals(o)) for o in paid)),
+            (
+                "points balance of the unpaid orders' customers",
+                _histogram(int(accounts[o].get("balance", -1)) for o in unpaid),
+            ),
+            ("bus records delivered a second time", str(duplicated)),
+        ]
+        width = max(len(r[0]) for r in rows)
+        for label, value in rows:
+            print(f"  {label:<{width}}  {value}", file=self.out)
+        checks = {
+            "every paid order shipped exactly once, and the order records it": all(
+                shipments.get(o) == 1
+                and (views[o].get("shipment") or {}).get("shipmentId")
+                == (self.sb.shipping.shipment_for(o) or {}).get("shipmentId")
+                for o in paid
+            ),
+            "every paid order credited with its points exactly once": all(
+                len(accruals(o)) == 1
+                and accruals(o)[0].get("points") == owed(o)
+                and accounts[o].get("balance") == owed(o)
+                for o in paid
+            ),
+            "no shipment and no points for the cancelled and the rejected order": all(
+                not shipments.get(o) and not accruals(o) and accounts[o].get("balance") == 0 for o in unpaid
+            ),
+            "the bus consumers' batches were delivered twice": duplicated > 0,
+        }
+        print("", file=self.out)
+        for name, ok in checks.items():
+            print(f"  {'PASS' if ok else 'FAIL'}  {name}", file=self.out)
         return all(checks.values())
 
     def _movement(self, order_id: str, views: dict[str, dict[str, Any]]) -> str:
@@ -227,6 +321,11 @@ class OrdersScenario:
             reason = (views[order_id].get("rejection") or {}).get("reason", "")
             return f"took nothing ({reason})"
         return "?"
+
+
+def _histogram(values: Any) -> str:
+    counts = Counter(values)
+    return ", ".join(f"{n}× {c}" for n, c in sorted(counts.items())) or "none"
 
 
 class OrdersReader:

@@ -567,11 +567,17 @@ class Redrive:
         return sources[0] if len(sources) == 1 else None
 
     def destination(self, parked: Parked) -> QueueInfo | None:
-        """``relay.sourceQueue`` when it names one of the stage's (non-DLQ) queues, else the redrive
+        """``relay.sourceQueue`` when it names one of the stage's (non-DLQ) queues, else the queue
+        EventBridge failed to deliver to (a bus rule's target DLQ: ``TARGET_ARN``), else the redrive
         source. Never a queue outside the stage: the attribute is data, not an address to trust."""
         if parked.source_queue:
             name = parked.source_queue.rstrip("/").rsplit("/", 1)[-1]
             queue = self._queues.get(name)
+            if queue is not None and not queue.is_dlq:
+                return queue
+        target = parked.reasons.get("TARGET_ARN", "")
+        if target.startswith("arn:aws:sqs:"):
+            queue = self._queues.get(target.rsplit(":", 1)[-1])
             if queue is not None and not queue.is_dlq:
                 return queue
         return self.redrive_source

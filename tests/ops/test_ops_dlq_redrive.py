@@ -270,3 +270,49 @@ def test_an_aws_error_mid_redrive_is_audited_as_an_error_not_ok(
     record = _audit(audit_file)
     assert record["outcome"] == "error" and "AccessDenied" in record["detail"]
     assert _depth(payments, DLQ) == 2  # nothing deleted that was not sent
+
+
+def test_a_bus_rules_target_dlq_redrives_to_the_queue_eventbridge_failed_to_deliver_to(
+    audit_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """EventBridge's undeliverable events carry no redrive source, only TARGET_ARN: that queue is where
+    they go back to (never a queue outside the stage)."""
+    from moto import mock_aws
+
+    from tests.builders import eventbridge_wrapped
+    from tests.handlers.stack_world import provision
+
+    with mock_aws():
+        provision("orders")
+        app = App("dev", "us-east-1")
+        target = app.find_queue("orders-shipping", dlq=False)
+        dlq = app.find_queue("orders-shipping-target-dlq", dlq=True)
+        body = eventbridge_wrapped(envelope("OrderPaid"), detail_type="OrderPaid", source="relay.orders")
+        for arn in (target.arn, "arn:aws:sqs:us-east-1:999999999999:elsewhere"):
+            app.client("sqs").send_message(
+                QueueUrl=dlq.url,
+                MessageBody=body,
+                MessageAttributes={
+                    "TARGET_ARN": {"DataType": "String", "StringValue": arn},
+                    "ERROR_CODE": {"DataType": "String", "StringValue": "AccessDenied"},
+                },
+            )
+
+        code = main(
+            [
+                "dlq",
+                "redrive",
+                "orders-shipping-target-dlq",
+                "--dry-run",
+                "--yes",
+                "--reason",
+                "policy restored",
+                "--audit-file",
+                str(audit_file),
+            ]
+        )
+
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "     1  orders-shipping\n" in out
+    assert "     1  (nowhere: no source queue)" in out
