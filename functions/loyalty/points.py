@@ -139,7 +139,8 @@ def reverse(envelope: Envelope, store: PointsStore, *, now: datetime | None = No
     if entry is not None and entry.reversed_at is not None:
         _skip(envelope, "points already reversed for the order", order_id=order_id)
         return
-    points = entry.accrued or 0 if entry is not None and entry.accrued_at is not None else 0
+    after_accrual = entry is not None and entry.accrued_at is not None
+    points = (entry.accrued or 0) if entry is not None and after_accrual else 0
     at = now_iso(now)
     writes = [
         store.reversal_write(
@@ -148,6 +149,7 @@ def reverse(envelope: Envelope, store: PointsStore, *, now: datetime | None = No
             points,
             event_id=envelope.event_id,
             at=at,
+            after_accrual=after_accrual,
             on_condition_failed=_changed(order_id, "reversedAt"),
         )
     ]

@@ -151,15 +151,17 @@ class PointsStore(EntityStore):
         *,
         event_id: str,
         at: str,
+        after_accrual: bool,
         on_condition_failed: OnConditionFailed,
     ) -> BusinessWrite:
-        """Record the order's reversal of ``points`` (what its accrual recorded; 0 before the accrual
-        arrived), once, conditional on the accrual being the one read."""
+        """Record the order's reversal of ``points`` (what its accrual recorded, ``after_accrual``; 0
+        before the accrual arrived), once, conditional on the accrual being the one read."""
         names = {"#accruedAt": "accruedAt", "#reversedAt": "reversedAt"}
         values: dict[str, Any] = {":p": points, ":at": at, ":e": event_id, ":o": order_id}
-        if points:
-            condition = "accrued = :p AND attribute_not_exists(#reversedAt)"
+        if after_accrual:
+            condition = "attribute_exists(#accruedAt) AND accrued = :p AND attribute_not_exists(#reversedAt)"
         else:
+            values[":p"] = 0
             condition = "attribute_not_exists(#accruedAt) AND attribute_not_exists(#reversedAt)"
         return update(
             self.table_name,
