@@ -17,7 +17,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff clean
+.PHONY: cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -133,6 +133,9 @@ e2e: $(BIN)/.installed node_modules/.installed ## the end-to-end tests: the whol
 	$(BIN)/python -m pytest -q tests/e2e
 
 test: check-locks lint typecheck cfn-lint checkov pytest ## everything CI runs: locks, lint, types, synth + nag + guards, cfn-lint, checkov, pytest
+
+cost: $(BIN)/.sandbox-installed node_modules/.installed ## $ per 1M operations per flow: every AWS request counted in the sandbox, priced (bench/prices.json); figures in .sandbox/cost.json
+	PYTHONPATH=. $(BIN)/python bench/cost.py
 
 bench: install ## print benchmark figures (never asserted)
 	$(BIN)/python bench/synth_bench.py

@@ -37,12 +37,20 @@ def aws_env(endpoint: str) -> dict[str, str]:
     }
 
 
-def client(service: str, endpoint: str | None, *, access_key_id: str | None = None) -> Any:
+# What the managed glue's own calls carry in their User-Agent (an event source mapping polls with its
+# function's role, as Lambda does): local.request_meter tells AWS's side of the bill from the code's.
+GLUE_AGENT = "relay-glue"
+
+
+def client(
+    service: str, endpoint: str | None, *, access_key_id: str | None = None, glue: str | None = None
+) -> Any:
     """A boto3 client on the emulator (the sandbox's own calls: provisioning, polling, status).
     ``access_key_id`` signs as a function instead (``local.iam.access_key_for``): an event source
     mapping polls with its function's execution role, as Lambda's does, so IAM applies to it.
     ``endpoint=None`` keeps boto3's own AWS endpoints: the handler tests provision the templates into
-    moto's in-process ``mock_aws``, which answers those."""
+    moto's in-process ``mock_aws``, which answers those. ``glue`` names the piece of managed glue the
+    client plays (``esm``), sent as ``relay-glue/<glue>`` in the User-Agent."""
     import boto3
     from botocore.config import Config
 
@@ -57,6 +65,7 @@ def client(service: str, endpoint: str | None, *, access_key_id: str | None = No
             retries={"mode": "standard", "max_attempts": 3},
             max_pool_connections=50,
             read_timeout=30,
+            user_agent_extra=f"{GLUE_AGENT}/{glue}" if glue else None,
         ),
     )
 
@@ -102,6 +111,8 @@ from local.iam_enforcer import install as enforce_iam
 enforce_iam()
 from local.bus_delivery import install as deliver_bus_events
 deliver_bus_events()
+from local.request_meter import install as meter_requests
+meter_requests()
 from moto.server import main
 sys.argv[0] = "moto_server"
 main(sys.argv[1:])

@@ -157,7 +157,7 @@ class SqsMapping:
         self.stop = stop
         self.log = log
         # Lambda's poller reads, deletes and changes visibility with the function's execution role.
-        self.sqs = client("sqs", endpoint, access_key_id=access_key_for(spec.function))
+        self.sqs = client("sqs", endpoint, access_key_id=access_key_for(spec.function), glue="esm")
         self.queue_url = _queue_url(endpoint, spec.source_arn)
         self.stats = MappingStats()
         # Set: the mapping is disabled (UpdateEventSourceMapping Enabled=false): nothing is received,
@@ -351,8 +351,10 @@ class StreamMapping:
         self.stop = stop
         self.log = log
         # The stream is read, and the on-failure destination written, with the function's role.
-        self.streams = client("dynamodbstreams", endpoint, access_key_id=access_key_for(spec.function))
-        self.sqs = client("sqs", endpoint, access_key_id=access_key_for(spec.function))
+        self.streams = client(
+            "dynamodbstreams", endpoint, access_key_id=access_key_for(spec.function), glue="esm"
+        )
+        self.sqs = client("sqs", endpoint, access_key_id=access_key_for(spec.function), glue="esm")
         self.endpoint = endpoint
         self.stats = MappingStats()
         self.retries = 0

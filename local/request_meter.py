@@ -1,0 +1,245 @@
+"""Every AWS request the emulator serves, counted by caller, service and action, with what AWS bills
+them by (``python -m local cost`` / ``make cost`` reads it; ``bench/cost.py`` prices it).
+
+Installed in the emulator process outermost (before IAM enforcement), it sees each request once:
+
+* the **caller** is the function whose access key signed it (``local.iam.access_key_for``), or
+  ``glue:<part> (<function>)`` when the managed glue made the call with that function's role (an
+  event source mapping's ReceiveMessage, DeleteMessageBatch, GetRecords: ``relay-glue/esm`` in the
+  User-Agent, ``local.emulator.client(glue=...)``), or ``other`` (the demo driver, ops, provisioning);
+* per (caller, service, action): requests, the billed units AWS counts for that service
+  (``billed``: SQS and SNS requests per 64 KB chunk of payload, EventBridge entries per 64 KB,
+  DynamoDB write units per 1 KB item written (x2 in a transaction) and read units per 4 KB read
+  (strongly consistent 1, eventually consistent 0.5, transactional 2)), and for ReceiveMessage and
+  a stream's GetRecords how many came back empty (idle polling);
+* what never crosses HTTP is counted where it happens: SNS deliveries to SQS (``local.iam_enforcer``
+  guards them) and the bus's deliveries to SQS targets (``local.bus_delivery``), via ``add``.
+
+Item sizes are those of the request's JSON (an item written) and of the answer's (an item read): a
+little above DynamoDB's own measure (attribute names + values), so the write and read units are an
+upper bound. An UpdateItem is measured by its key and values, not by the whole item it leaves.
+
+``GET /_relay/meter`` answers the counts; ``DELETE /_relay/meter`` starts them again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from local import iam_enforcer
+from local.emulator import GLUE_AGENT
+
+CHUNK = 64 * 1024
+PATH = iam_enforcer.CONTROL_PREFIX + "meter"
+
+_lock = threading.Lock()
+# (caller, service, action) -> {"requests": n, "billed": units, "empty": n}
+_counts: dict[tuple[str, str, str], dict[str, float]] = {}
+
+
+def add(
+    caller: str, service: str, action: str, *, requests: int = 1, billed: float = 1.0, empty: int = 0
+) -> None:
+    with _lock:
+        entry = _counts.setdefault((caller, service, action), {"requests": 0, "billed": 0.0, "empty": 0})
+        entry["requests"] += requests
+        entry["billed"] += billed
+        entry["empty"] += empty
+
+
+def snapshot() -> list[dict[str, Any]]:
+    with _lock:
+        return [
+            {"caller": c, "service": s, "action": a, **{k: v for k, v in entry.items()}}
+            for (c, s, a), entry in sorted(_counts.items())
+        ]
+
+
+def reset() -> None:
+    with _lock:
+        _counts.clear()
+
+
+def _caller(access_key: str | None, user_agent: str) -> str:
+    if access_key is None:
+        return "other"
+    fn = iam_enforcer.STATE.functions.get(access_key)
+    name = str(fn.principal.caller.name) if fn is not None else "other"
+    marker = user_agent.find(GLUE_AGENT + "/")
+    if marker >= 0:
+        part = user_agent[marker + len(GLUE_AGENT) + 1 :].split(" ", 1)[0]
+        return f"glue:{part} ({name})"
+    return name
+
+
+def _chunks(size: int) -> int:
+    return max(1, math.ceil(size / CHUNK))
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def _action(environ: dict[str, Any], service: str, body: bytes) -> str:
+    target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+    if target:
+        return target.rsplit(".", 1)[-1]
+    if service == "s3":
+        method = str(environ.get("REQUEST_METHOD", "GET"))
+        return {"PUT": "PutObject", "GET": "GetObject", "HEAD": "HeadObject", "DELETE": "DeleteObject"}.get(
+            method, method
+        )
+    from urllib.parse import parse_qs
+
+    query = parse_qs(body.decode("utf-8", errors="replace")) or parse_qs(str(environ.get("QUERY_STRING", "")))
+    return (query.get("Action") or ["?"])[0]
+
+
+_STREAM_ACTIONS = frozenset({"GetRecords", "GetShardIterator", "DescribeStream", "ListStreams"})
+# Actions whose billed units depend on the answer (what was read): only theirs is collected.
+_ANSWER_MEASURED = frozenset(
+    {"ReceiveMessage", "GetRecords", "GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"}
+)
+
+
+def _write_units(size: int, *, transactional: bool = False) -> float:
+    return max(1, math.ceil(size / 1024)) * (2 if transactional else 1)
+
+
+def _read_units(size: int, *, consistent: bool, transactional: bool = False) -> float:
+    units = max(1, math.ceil(size / 4096))
+    return units * (2 if transactional else 1 if consistent else 0.5)
+
+
+def _dynamodb(action: str, request: dict[str, Any], answer: dict[str, Any]) -> float:
+    """The request/capacity units one DynamoDB call is billed."""
+    if action == "PutItem":
+        return _write_units(_size(request.get("Item")))
+    if action in ("UpdateItem", "DeleteItem"):
+        return _write_units(_size(request.get("Key")) + _size(request.get("ExpressionAttributeValues", {})))
+    if action == "TransactWriteItems":
+        total = 0.0
+        for item in request.get("TransactItems", []):
+            ((_kind, body),) = item.items()
+            payload = body.get("Item") or {**body.get("Key", {}), **body.get("ExpressionAttributeValues", {})}
+            total += _write_units(_size(payload), transactional=True)
+        return total
+    if action == "BatchWriteItem":
+        return sum(
+            _write_units(_size(r.get("PutRequest", {}).get("Item") or r.get("DeleteRequest", {}).get("Key")))
+            for rs in request.get("RequestItems", {}).values()
+            for r in rs
+        )
+    consistent = bool(request.get("ConsistentRead"))
+    if action == "GetItem":
+        return _read_units(_size(answer.get("Item", {})), consistent=consistent)
+    if action in ("Query", "Scan"):
+        return _read_units(sum(_size(i) for i in answer.get("Items", [])), consistent=consistent)
+    if action == "TransactGetItems":
+        return sum(
+            _read_units(_size(r.get("Item", {})), consistent=True, transactional=True)
+            for r in answer.get("Responses", [])
+        )
+    if action == "BatchGetItem":
+        return sum(
+            _read_units(_size(i), consistent=consistent)
+            for items in answer.get("Responses", {}).values()
+            for i in items
+        )
+    return 1.0
+
+
+def _billed(service: str, action: str, body: bytes, answer_bytes: bytes) -> tuple[float, int]:
+    """(billed units, 1 if an empty receive) of one request."""
+    try:
+        request = json.loads(body) if body[:1] == b"{" else {}
+    except ValueError:
+        request = {}
+    if service == "sqs":
+        if action == "SendMessage":
+            return float(_chunks(len(str(request.get("MessageBody", ""))))), 0
+        if action == "SendMessageBatch":
+            return float(
+                _chunks(sum(len(str(e.get("MessageBody", ""))) for e in request.get("Entries", [])))
+            ), 0
+        if action == "ReceiveMessage":
+            try:
+                messages = json.loads(answer_bytes).get("Messages", [])
+            except ValueError:
+                messages = []
+            return float(_chunks(sum(len(str(m.get("Body", ""))) for m in messages))), 0 if messages else 1
+        return 1.0, 0
+    if service == "dynamodbstreams" and action == "GetRecords":
+        try:
+            records = json.loads(answer_bytes).get("Records", [])
+        except ValueError:
+            records = []
+        return 1.0, 0 if records else 1
+    if service == "sns":
+        return float(_chunks(len(body))), 0
+    if service == "events" and action == "PutEvents":
+        return float(sum(_chunks(_size(e)) for e in request.get("Entries", []))), 0
+    if service == "dynamodb":
+        try:
+            answer = json.loads(answer_bytes) if answer_bytes[:1] == b"{" else {}
+        except ValueError:
+            answer = {}
+        return _dynamodb(action, request, answer), 0
+    return 1.0, 0
+
+
+def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
+    def __call__(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        path = str(environ.get("PATH_INFO", ""))
+        if path == PATH:
+            if environ.get("REQUEST_METHOD") == "DELETE":
+                reset()
+            payload = json.dumps(snapshot()).encode()
+            start_response(
+                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+            )
+            return [payload]
+        credential = iam_enforcer._credential(environ)
+        if credential is None or path.startswith(iam_enforcer.CONTROL_PREFIX):
+            return original(self, environ, start_response)
+        access_key, region, service = credential
+        request = iam_enforcer._request(environ, service, region, iam_enforcer.STATE.account)
+        action = _action(environ, service, request.body)
+        if service == "dynamodb" and action in _STREAM_ACTIONS:
+            service = "dynamodbstreams"  # streams sign as dynamodb; AWS bills them apart
+        answer = original(self, environ, start_response)
+        body = b""
+        if action in _ANSWER_MEASURED:
+            answer = list(answer)
+            body = b"".join(answer)
+        billed, empty = _billed(service, action, request.body, body)
+        add(
+            _caller(access_key, str(environ.get("HTTP_USER_AGENT", ""))),
+            service,
+            action,
+            billed=billed,
+            empty=empty,
+        )
+        return answer
+
+    __call__.__wrapped__ = original  # type: ignore[attr-defined]
+    return __call__
+
+
+def install() -> Callable[[], None]:
+    """Meter every request this moto server process serves (install after ``iam_enforcer.install``,
+    so the meter is outermost)."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    original = DomainDispatcherApplication.__call__
+    DomainDispatcherApplication.__call__ = _metered(original)  # type: ignore[method-assign]
+
+    def remove() -> None:
+        DomainDispatcherApplication.__call__ = original  # type: ignore[method-assign]
+        reset()
+
+    return remove
