@@ -417,10 +417,37 @@ FLOOR_PAYMENT: dict[str, tuple[str, float, str]] = {
 }
 
 
-def floor_payment(duration_ms: float, memory_gb: float) -> dict[str, float]:
-    """$ per payment at the floor, by line (the same prices and duration assumption as measured)."""
-    lines = {name: price(key, units) for name, (key, units, _) in FLOOR_PAYMENT.items()}
-    invocations = sum(units for key, units, _ in FLOOR_PAYMENT.values() if key == "lambda.request")
+# -- the naive variant ----------------------------------------------------------------------------
+
+# What a careful team would write without the kernel: Powertools idempotency on each handler (a
+# conditional PutItem IN_PROGRESS, then an UpdateItem COMPLETED: bench/kernel_bench.py measures
+# those 2 writes per new record) plus a separate business write, ONE SNS Publish per event straight
+# from the handler (no outbox), and no batching (SQS batch size 1: a receive, a delete and an
+# invocation per message). Payload storage is the same as the measured flow's (its S3 lines are
+# added as measured), so the comparison is about the messaging and idempotency, not the payloads.
+NAIVE_PAYMENT: dict[str, tuple[str, float, str]] = {
+    "api": ("apigateway.http_request", 2, "POST /payments and one GET"),
+    "api-lambda": ("lambda.request", 2, "one invocation per HTTP request"),
+    "accept-idempotency": ("dynamodb.wru", 2, "Powertools: PutItem IN_PROGRESS + UpdateItem COMPLETED"),
+    "accept-write": ("dynamodb.wru", 1, "the operation's PutItem"),
+    "accept-publish": ("sns.publish", 1, "PaymentRequested, published by the API after its write"),
+    "read": ("dynamodb.rru", 1, "the GET"),
+    "step-receive": ("sqs.request", PAYMENT_STEPS, "batch size 1: one ReceiveMessage per message"),
+    "step-delete": ("sqs.request", PAYMENT_STEPS, "and one DeleteMessage"),
+    "step-lambda": ("lambda.request", PAYMENT_STEPS, "one invocation per message"),
+    "step-idempotency": ("dynamodb.wru", 2 * PAYMENT_STEPS, "Powertools' two writes per step"),
+    "step-read": ("dynamodb.rru", PAYMENT_STEPS, "the operation read"),
+    "step-write": ("dynamodb.wru", PAYMENT_STEPS, "the business UpdateItem"),
+    "step-publish": ("sns.publish", PAYMENT_EVENTS - 1, "one Publish per event after the first"),
+}
+
+
+def model_lines(
+    model: dict[str, tuple[str, float, str]], duration_ms: float, memory_gb: float
+) -> dict[str, float]:
+    """$ per payment of a modelled variant, by line (the same prices and duration as measured)."""
+    lines = {name: price(key, units) for name, (key, units, _) in model.items()}
+    invocations = sum(units for key, units, _ in model.values() if key == "lambda.request")
     lines["lambda-duration"] = price("lambda.gb_second.arm64", invocations * duration_ms / 1000 * memory_gb)
     return lines
 
@@ -498,17 +525,33 @@ def main(argv: list[str] | None = None) -> int:
         )
     if "payments" in results["flows"]:
         payments = results["flows"]["payments"]["usd_per_million"]
-        floor_lines = floor_payment(args.duration_ms, memory_gb)
+        floor_lines = model_lines(FLOOR_PAYMENT, args.duration_ms, memory_gb)
+        measured = results["flows"]["payments"]["breakdown_usd_per_million"]
+        naive_lines = model_lines(NAIVE_PAYMENT, args.duration_ms, memory_gb)
+        # The same payload storage and logging as measured (per invocation, for the logs).
+        for line, usd in measured.items():
+            if line.startswith("S3 "):
+                naive_lines[line] = usd / 1e6
+        invocations = sum(results["flows"]["payments"]["invocations_per_operation"].values())
+        naive_invocations = sum(u for k, u, _ in NAIVE_PAYMENT.values() if k == "lambda.request")
+        logs = measured.get("CloudWatch Logs (logs + EMF)", 0.0) / 1e6
+        naive_lines["logs"] = logs / max(invocations, 1e-9) * naive_invocations
+        naive = sum(naive_lines.values()) * 1e6
         floor = sum(floor_lines.values()) * 1e6
         results["cost_per_million_payments_usd"] = payments
         results["floor_usd"] = floor
         results["floor_breakdown_usd_per_million"] = {k: v * 1e6 for k, v in floor_lines.items()}
         results["payments_over_floor"] = payments / floor
-        print("\nfloor (bench/cost.py FLOOR_PAYMENT, same prices and duration):")
-        for name, usd in sorted(floor_lines.items(), key=lambda kv: -kv[1]):
-            print(f"  {name:<52} ${usd * 1e6:>9,.2f}")
+        results["naive_usd"] = naive
+        results["naive_breakdown_usd_per_million"] = {k: v * 1e6 for k, v in naive_lines.items()}
+        results["payments_over_naive"] = payments / naive
+        for title, lines in (("floor (FLOOR_PAYMENT)", floor_lines), ("naive (NAIVE_PAYMENT)", naive_lines)):
+            print(f"\n{title}, same prices and duration assumption:")
+            for name, usd in sorted(lines.items(), key=lambda kv: -kv[1]):
+                print(f"  {name:<52} ${usd * 1e6:>9,.2f}")
         print(f"\ncost_per_million_payments_usd: {payments:.2f}")
         print(f"floor_usd: {floor:.2f}   ratio: {payments / floor:.2f}x (goal <= 1.15x)")
+        print(f"naive_usd: {naive:.2f}   ratio: {payments / naive:.2f}x (goal <= 0.7x)")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(f"figures written to {args.json}")

@@ -191,6 +191,12 @@ class FakeSns:
         self.published.append(params)
         return {"MessageId": f"m-{len(self.published)}"}
 
+    def publish_batch(self, **params: Any) -> dict[str, Any]:
+        entries = params["PublishBatchRequestEntries"]
+        for entry in entries:
+            self.published.append({"TopicArn": params["TopicArn"], **entry})
+        return {"Successful": [{"Id": e["Id"], "MessageId": f"m-{e['Id']}"} for e in entries], "Failed": []}
+
 
 class FakeDdb:
     def update_item(self, **params: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from relay import deadlines
 from relay.envelope import Envelope
@@ -100,15 +100,85 @@ def sns_publisher(
         params: dict[str, Any] = {
             "TopicArn": topic_arn,
             "Message": envelope.to_json(),
-            "MessageAttributes": {
-                "eventType": {"DataType": "String", "StringValue": envelope.event_type},
-                "correlationId": {"DataType": "String", "StringValue": envelope.correlation_id},
-            },
+            "MessageAttributes": _sns_attributes(envelope),
         }
         if topic_arn.endswith(".fifo"):
             params["MessageGroupId"] = str(row.get("messageGroupId") or envelope.event_type)
             params["MessageDeduplicationId"] = envelope.event_id
         client.publish(**params)
+
+    return publish
+
+
+# PublishBatch: at most 10 entries and 256 KiB of messages and attributes a request (a little kept
+# back for the attributes' own encoding). SNS bills each 64 KB chunk of a request as one request, so a
+# batch of small events costs what one publish does.
+PUBLISH_BATCH_ENTRIES = 10
+PUBLISH_BATCH_BYTES = 250 * 1024
+
+
+def _sns_attributes(envelope: Envelope) -> dict[str, Any]:
+    return {
+        "eventType": {"DataType": "String", "StringValue": envelope.event_type},
+        "correlationId": {"DataType": "String", "StringValue": envelope.correlation_id},
+    }
+
+
+def sns_batch_publisher(
+    topic_arn: str, sns_client: SNSClient | None = None
+) -> Callable[[list[tuple[Envelope, Mapping[str, Any]]]], list[BaseException | None]]:
+    """Publish envelopes IN ORDER with PublishBatch (the same attributes as ``sns_publisher``); returns,
+    per envelope, None when SNS took it or why not. Stops at the first failure: what follows it is
+    ``OutboxSkipped`` (kept for the retry, in order), even if SNS took it in the same request."""
+
+    def publish(items: list[tuple[Envelope, Mapping[str, Any]]]) -> list[BaseException | None]:
+        client = sns_client if sns_client is not None else _default_client("sns")
+        results: list[BaseException | None] = [None] * len(items)
+        start = 0
+        while start < len(items):
+            end, size = start, 0
+            while end < len(items) and end - start < PUBLISH_BATCH_ENTRIES:
+                size += len(items[end][0].to_json().encode()) + 200
+                if end > start and size > PUBLISH_BATCH_BYTES:
+                    break
+                end += 1
+            entries = []
+            for index in range(start, end):
+                envelope, row = items[index]
+                entry: dict[str, Any] = {
+                    "Id": str(index),
+                    "Message": envelope.to_json(),
+                    "MessageAttributes": _sns_attributes(envelope),
+                }
+                if topic_arn.endswith(".fifo"):
+                    entry["MessageGroupId"] = str(row.get("messageGroupId") or envelope.event_type)
+                    entry["MessageDeduplicationId"] = envelope.event_id
+                entries.append(entry)
+            try:
+                answer = client.publish_batch(
+                    TopicArn=topic_arn, PublishBatchRequestEntries=cast("Any", entries)
+                )
+            except Exception as exc:
+                failed_at = start
+                results[start] = exc
+            else:
+                refused = sorted(int(f["Id"]) for f in answer.get("Failed") or [])
+                if not refused:
+                    start = end
+                    continue
+                failed_at = refused[0]
+                first = next(f for f in answer["Failed"] if int(f["Id"]) == failed_at)
+                text = (
+                    f"SNS refused event {items[failed_at][0].event_id} on {topic_arn}: "
+                    f"{first.get('Code')}: {first.get('Message', '')}"
+                )
+                results[failed_at] = (
+                    PermanentError(text) if first.get("SenderFault") else DependencyUnavailable(text)
+                )
+            for later in range(failed_at + 1, len(items)):
+                results[later] = OutboxSkipped("an earlier record of this batch failed; retried in order")
+            return results
+        return results
 
     return publish
 
@@ -191,10 +261,21 @@ def publish_outbox_batch(
 
     if publish is None and topic_arn is None:
         raise ValueError("publish_outbox_batch needs publish= or topic_arn=")
-    sns_publish = sns_publisher(topic_arn, sns_client) if publish is None and topic_arn else None
     bus_publish = bus_publisher(bus, events_client) if bus is not None else None
     ddb = ddb_client
     failed = [False]
+    # SNS first, for the whole batch, in order and batched (``sns_batch_publisher``); each record then
+    # meets its own outcome below. ``publish=`` (tests, custom transports) publishes one by one.
+    published: dict[str, BaseException | None] = {}
+    if publish is None and topic_arn:
+        rows = [
+            (str((r.get("dynamodb") or {}).get("SequenceNumber")), envelope, row)
+            for r in stream_event.get("Records", [])
+            if (found := _outbox_row(r)) is not None
+            for envelope, row in [found]
+        ]
+        outcomes = sns_batch_publisher(topic_arn, sns_client)([(e, row) for _, e, row in rows])
+        published = {sequence: outcome for (sequence, _, _), outcome in zip(rows, outcomes, strict=True)}
 
     def record_handler(record: Any) -> None:
         nonlocal ddb
@@ -202,15 +283,16 @@ def publish_outbox_batch(
         if failed[0]:
             raise OutboxSkipped("an earlier record of this batch failed; retried in order")
         try:
-            image = (raw.get("dynamodb") or {}).get("NewImage") or {}
-            if raw.get("eventName") != "INSERT" or image.get("kind", {}).get("S") != OUTBOX_KIND:
+            found = _outbox_row(raw)
+            if found is None:
                 return
-            envelope = Envelope.from_json(image["envelope"]["S"])
-            row = {k: next(iter(v.values())) for k, v in image.items() if isinstance(v, dict) and v}
+            envelope, row = found
             if publish is not None:
                 publish(envelope)
-            elif sns_publish is not None:
-                sns_publish(envelope, row)
+            else:
+                outcome = published.get(str((raw.get("dynamodb") or {}).get("SequenceNumber")))
+                if outcome is not None:
+                    raise outcome
             if bus_publish is not None:
                 bus_publish(envelope, row)
             if ddb is None:
@@ -235,6 +317,15 @@ def publish_outbox_batch(
 
 class OutboxSkipped(Exception):
     """Not attempted because an earlier record of the batch failed (kept for ordering)."""
+
+
+def _outbox_row(raw: Mapping[str, Any]) -> tuple[Envelope, dict[str, Any]] | None:
+    """The envelope and the row of an outbox INSERT on the stream; None for anything else."""
+    image = (raw.get("dynamodb") or {}).get("NewImage") or {}
+    if raw.get("eventName") != "INSERT" or image.get("kind", {}).get("S") != OUTBOX_KIND:
+        return None
+    envelope = Envelope.from_json(image["envelope"]["S"])
+    return envelope, {k: next(iter(v.values())) for k, v in image.items() if isinstance(v, dict) and v}
 
 
 def mark_published(ddb: DynamoDBClient, table_name: str, keys: dict[str, Any]) -> None:
