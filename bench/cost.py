@@ -75,7 +75,6 @@ class Measured:
     requests: list[dict[str, Any]] = field(default_factory=list)  # the meter's rows (deltas)
     invocations: dict[str, int] = field(default_factory=dict)  # function -> invocations
     log_bytes: dict[str, int] = field(default_factory=dict)  # function -> bytes logged
-    bus_deliveries: int = 0
     schedule_firings: int = 0
     api_destination_calls: int = 0
     producer_publishes: int = 0  # what the flow's producer published (outside the app)
@@ -152,19 +151,13 @@ def _log_sizes(sb: Sandbox) -> dict[str, int]:
     return sizes
 
 
-def _bus(sb: Sandbox) -> int:
-    from local.iam_report import bus_deliveries
-
-    return sum(c.get("delivered", 0) for c in bus_deliveries(sb.endpoint).values())
-
-
 Drive = Callable[[], tuple[int, int]]  # runs the flow; (producer publishes, client HTTP requests)
 
 
 def measure(sb: Sandbox, flow: str, operations: int, drive: Drive) -> Measured:
     _settle(sb)
     _meter(sb, reset=True)
-    invocations, logs, bus = _invocations(sb), _log_sizes(sb), _bus(sb)
+    invocations, logs = _invocations(sb), _log_sizes(sb)
     bridge = sb.eventbridge
     firings = bridge.firings if bridge else 0
     calls = len(bridge.deliveries) if bridge else 0
@@ -183,7 +176,6 @@ def measure(sb: Sandbox, flow: str, operations: int, drive: Drive) -> Measured:
             if after[k] - invocations.get(k, 0) and not periodic(k)
         },
         log_bytes={k: logs_after[k] - logs.get(k, 0) for k in logs_after if logs_after[k] - logs.get(k, 0)},
-        bus_deliveries=_bus(sb) - bus,
         schedule_firings=(bridge.firings if bridge else 0) - firings,
         api_destination_calls=(len(bridge.deliveries) if bridge else 0) - calls,
         producer_publishes=producer,
@@ -341,7 +333,12 @@ def breakdown(sb: Sandbox, m: Measured, duration_ms: float) -> dict[str, float]:
         billed -= row["empty"]  # idle polling: a fixed cost, not the operation's
         glue = row["caller"].startswith("glue:")
         where = "glue" if glue else "code"
-        if service == "sqs":
+        if action == "Deliver to SQS":
+            key = "sns.delivery.sqs" if service == "sns" else "events.delivery"
+            lines[f"{'SNS' if service == 'sns' else 'EventBridge'} deliveries to SQS (free)"] += price(
+                key, billed
+            )
+        elif service == "sqs":
             lines[f"SQS {action} ({where})"] += price("sqs.request", billed)
         elif service == "sns":
             lines[f"SNS {action}"] += price("sns.publish", billed)
@@ -375,7 +372,7 @@ def breakdown(sb: Sandbox, m: Measured, duration_ms: float) -> dict[str, float]:
     lines["EventBridge API destination calls"] += price("events.api_destination", m.api_destination_calls)
     lines["SNS Publish (the producer's)"] += price("sns.publish", m.producer_publishes)
     lines["API Gateway HTTP API requests"] += price("apigateway.http_request", m.http_requests)
-    return {k: v / m.operations for k, v in lines.items() if v}
+    return {k: v / m.operations for k, v in lines.items() if v or "(free)" in k}
 
 
 # -- the floor ------------------------------------------------------------------------------------

@@ -101,6 +101,9 @@ def _deliver_to_queue(rule: Any, target: dict[str, Any], event: dict[str, Any]) 
             else:
                 _send(queue_arn, body)
             _count(rule.name, "delivered")
+            from local.request_meter import delivered
+
+            delivered("events", rule.arn)
             return
         except Exception as exc:  # the queue is gone, or refused the message
             error_code = getattr(exc, "code", None) or type(exc).__name__

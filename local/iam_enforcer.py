@@ -458,6 +458,9 @@ def _guard_sns_delivery(original: Callable[..., Any]) -> Callable[..., Any]:
             return None
         topic = self.topic.arn
         if _sns_may_send(state, topic, self.endpoint):
+            from local.request_meter import delivered
+
+            delivered("sns", topic)
             return original(self, message, message_id, *args, **kwargs)
         dlq = json.loads(self.attributes.get("RedrivePolicy") or "{}").get("deadLetterTargetArn")
         if dlq and _sns_may_send(state, topic, dlq):

@@ -13,7 +13,8 @@ Installed in the emulator process outermost (before IAM enforcement), it sees ea
   (strongly consistent 1, eventually consistent 0.5, transactional 2)), and for ReceiveMessage and
   a stream's GetRecords how many came back empty (idle polling);
 * what never crosses HTTP is counted where it happens: SNS deliveries to SQS (``local.iam_enforcer``
-  guards them) and the bus's deliveries to SQS targets (``local.bus_delivery``), via ``add``.
+  guards them) and the bus's deliveries to SQS targets (``local.bus_delivery``), via ``delivered``
+  (action ``Deliver to SQS``; AWS charges neither).
 
 Item sizes are those of the request's JSON (an item written) and of the answer's (an item read): a
 little above DynamoDB's own measure (attribute names + values), so the write and read units are an
@@ -49,6 +50,12 @@ def add(
         entry["requests"] += requests
         entry["billed"] += billed
         entry["empty"] += empty
+
+
+def delivered(service: str, source_arn: str) -> None:
+    """A delivery the service makes inside AWS (SNS to a subscribed queue, a bus rule to its target
+    queue): no HTTP request the meter could see, counted here by the code that delivers."""
+    add(f"glue:{service} ({source_arn.rsplit(':', 1)[-1]})", service, "Deliver to SQS", billed=1.0)
 
 
 def snapshot() -> list[dict[str, Any]]:
