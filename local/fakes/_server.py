@@ -203,6 +203,119 @@ def error_response(status: int, error: str, message: str, **extra: Any) -> Respo
     return Response(status=status, body={"error": error, "message": message, **extra})
 
 
+class Keyed(typing.Protocol):
+    """What ``OncePerKey`` keeps per key: the request's fingerprint and the record's JSON."""
+
+    fingerprint: str
+
+    def to_json(self) -> JsonObject: ...
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A business refusal of a key's request: recorded once, final for the key."""
+
+    key: str
+    fingerprint: str
+    reason: str
+    error: str  # InvoiceRefused, ShipmentRefused
+    what: str  # invoice, shipment
+    not_done: str  # issued, created
+
+    def response(self) -> Response:
+        return error_response(
+            422,
+            self.error,
+            f"the {self.what} for Idempotency-Key {self.key} was refused ({self.reason}); nothing was "
+            f"{self.not_done}, and a retry with this key gets the same answer",
+            reason=self.reason,
+            idempotencyKey=self.key,
+        )
+
+
+class OncePerKey[T: Keyed]:
+    """At most one record per ``Idempotency-Key``, and a refusal final for its key: the keyed create
+    the partner APIs share (the invoice API, the shipping API). ``create`` answers 201 for a new key,
+    200 with the same record for the same body, 422 ``IdempotencyKeyReused`` for another body, and a
+    refusal's 422 again for a refused key, whatever the knobs say by then. The fake holds its lock."""
+
+    def __init__(self, *, what: str, route: str, refused_error: str, not_done: str, id_of: Any) -> None:
+        self.what, self.route, self.refused_error, self.not_done = what, route, refused_error, not_done
+        self.id_of: typing.Callable[[T], str] = id_of
+        self.by_key: dict[str, T] = {}
+        self.refusals: dict[str, Refusal] = {}
+
+    def reasons(self) -> dict[str, str]:
+        return {key: refusal.reason for key, refusal in self.refusals.items()}
+
+    def clear(self) -> None:
+        self.by_key.clear()
+        self.refusals.clear()
+
+    def parse(
+        self, request: Request, validate: typing.Callable[[Any], dict[str, str]]
+    ) -> Response | tuple[str, JsonObject]:
+        """The key and the body of a valid request, else its 400."""
+        key = request.idempotency_key
+        if key is None:
+            return error_response(
+                400, "IdempotencyKeyMissing", f"POST {self.route} requires an Idempotency-Key header"
+            )
+        try:
+            body = request.json()
+        except ValueError:
+            return error_response(400, "InvalidJson", "the body is not JSON")
+        errors = validate(body)
+        if errors:
+            return error_response(
+                400, "ValidationError", f"the {self.what} request is invalid", fields=errors
+            )
+        return key, body
+
+    def create(
+        self,
+        key: str,
+        body: JsonObject,
+        *,
+        refusal_reason: typing.Callable[[], str | None],
+        make: typing.Callable[[str], T],
+    ) -> Response:
+        """The answer for ``key`` and ``body``; ``make(digest)`` records a new one (the caller counts it)."""
+        digest = fingerprint(body)
+        existing = self.by_key.get(key)
+        if existing is not None:
+            if existing.fingerprint != digest:
+                return error_response(
+                    422,
+                    "IdempotencyKeyReused",
+                    f"Idempotency-Key {key} was already used with a different request body; "
+                    f"{self.what} {self.id_of(existing)} was not changed. Use a new key for a new "
+                    f"{self.what}.",
+                    idempotencyKey=key,
+                )
+            return json_response(200, existing.to_json())
+        refused = self.refusals.get(key)
+        if refused is not None:
+            if refused.fingerprint != digest:
+                return error_response(
+                    422,
+                    "IdempotencyKeyReused",
+                    f"Idempotency-Key {key} was already used with a different request body (and "
+                    f"refused); nothing was {self.not_done}. Use a new key for a new {self.what}.",
+                    idempotencyKey=key,
+                )
+            return refused.response()
+        reason = refusal_reason()
+        if reason is not None:
+            # Decided once per key, so a repeat answers the same whatever the knobs say by then.
+            refusal = Refusal(key, digest, reason, self.refused_error, self.what, self.not_done)
+            self.refusals[key] = refusal
+            return refusal.response()
+        record = make(digest)
+        self.by_key[key] = record
+        return json_response(201, record.to_json(), Location=f"{self.route}/{self.id_of(record)}")
+
+
 @dataclass
 class CallRecord:
     method: str

@@ -29,10 +29,10 @@ from local.fakes._server import (
     FakeService,
     FaultKnobs,
     JsonObject,
+    OncePerKey,
     Request,
     Response,
     error_response,
-    fingerprint,
     json_response,
 )
 
@@ -68,23 +68,6 @@ class _Invoice:
         }
 
 
-@dataclass(frozen=True)
-class _Refusal:
-    key: str
-    fingerprint: str
-    reason: str
-
-    def response(self) -> Response:
-        return error_response(
-            422,
-            "InvoiceRefused",
-            f"the invoice for Idempotency-Key {self.key} was refused ({self.reason}); nothing was issued, "
-            "and a retry with this key gets the same answer",
-            reason=self.reason,
-            idempotencyKey=self.key,
-        )
-
-
 def validate_invoice(body: Any) -> dict[str, str]:
     """Field errors of an invoice request; empty when it is valid."""
     if not isinstance(body, dict):
@@ -114,11 +97,16 @@ class InvoiceApiFake(FakeService[InvoiceKnobs]):
         self, knobs: InvoiceKnobs | None = None, *, host: str = "127.0.0.1", port: int = 0, quiet: bool = True
     ) -> None:
         super().__init__(knobs, host=host, port=port, quiet=quiet)
-        self._by_key: dict[str, _Invoice] = {}
+        self._keyed: OncePerKey[_Invoice] = OncePerKey(
+            what="invoice",
+            route="/invoices",
+            refused_error="InvoiceRefused",
+            not_done="issued",
+            id_of=lambda invoice: invoice.invoice_id,
+        )
         self._by_id: dict[str, _Invoice] = {}
         self._invoices: dict[str, int] = {}
         self._invoices_by_operation: dict[str, int] = {}
-        self._refusals: dict[str, _Refusal] = {}
         self._next_id = 1
 
     def invoices(self) -> dict[str, int]:
@@ -134,24 +122,20 @@ class InvoiceApiFake(FakeService[InvoiceKnobs]):
     def refusals(self) -> dict[str, str]:
         """Invoices refused (``refuse_payers`` / ``refuse_amount_over``), per idempotency key: the reason."""
         with self.lock:
-            return self._refusal_reasons()
-
-    def _refusal_reasons(self) -> dict[str, str]:
-        return {key: refusal.reason for key, refusal in self._refusals.items()}
+            return self._keyed.reasons()
 
     def admin_views(self) -> dict[str, JsonObject]:
         return {
             "invoices": dict(self._invoices),
             "invoices-by-operation": dict(self._invoices_by_operation),
-            "refusals": self._refusal_reasons(),
+            "refusals": self._keyed.reasons(),
         }
 
     def reset_state(self) -> None:
-        self._by_key.clear()
+        self._keyed.clear()
         self._by_id.clear()
         self._invoices.clear()
         self._invoices_by_operation.clear()
-        self._refusals.clear()
 
     def handle(self, request: Request) -> Response:
         segments = request.segments
@@ -166,56 +150,24 @@ class InvoiceApiFake(FakeService[InvoiceKnobs]):
         return error_response(404, "NotFound", f"no route {request.method} {request.path}")
 
     def _create(self, request: Request) -> Response:
-        key = request.idempotency_key
-        if key is None:
-            return error_response(
-                400, "IdempotencyKeyMissing", "POST /invoices requires an Idempotency-Key header"
-            )
-        try:
-            body = request.json()
-        except ValueError:
-            return error_response(400, "InvalidJson", "the body is not JSON")
-        errors = validate_invoice(body)
-        if errors:
-            return error_response(400, "ValidationError", "the invoice request is invalid", fields=errors)
-        digest = fingerprint(body)
-        with self.lock:
-            existing = self._by_key.get(key)
-            if existing is not None:
-                if existing.fingerprint != digest:
-                    return error_response(
-                        422,
-                        "IdempotencyKeyReused",
-                        f"Idempotency-Key {key} was already used with a different request body; "
-                        f"invoice {existing.invoice_id} was not changed. Use a new key for a new invoice.",
-                        idempotencyKey=key,
-                    )
-                return json_response(200, existing.to_json())
-            refused = self._refusals.get(key)
-            if refused is not None:
-                if refused.fingerprint != digest:
-                    return error_response(
-                        422,
-                        "IdempotencyKeyReused",
-                        f"Idempotency-Key {key} was already used with a different request body (and "
-                        "refused); nothing was issued. Use a new key for a new invoice.",
-                        idempotencyKey=key,
-                    )
-                return refused.response()
-            reason = self._refusal_reason(self._knobs, body)
-            if reason is not None:
-                # Decided once per key, so a repeat answers the same whatever the knobs say by then.
-                refusal = _Refusal(key, digest, reason)
-                self._refusals[key] = refusal
-                return refusal.response()
+        parsed = self._keyed.parse(request, validate_invoice)
+        if isinstance(parsed, Response):
+            return parsed
+        key, body = parsed
+
+        def make(digest: str) -> _Invoice:
             invoice = _Invoice(f"INV-{self._next_id:06d}", key, digest, body)
             self._next_id += 1
-            self._by_key[key] = invoice
             self._by_id[invoice.invoice_id] = invoice
             self._invoices[key] = self._invoices.get(key, 0) + 1
             operation = body["operationId"]
             self._invoices_by_operation[operation] = self._invoices_by_operation.get(operation, 0) + 1
-            return json_response(201, invoice.to_json(), Location=f"/invoices/{invoice.invoice_id}")
+            return invoice
+
+        with self.lock:
+            return self._keyed.create(
+                key, body, refusal_reason=lambda: self._refusal_reason(self._knobs, body), make=make
+            )
 
     @staticmethod
     def _refusal_reason(knobs: InvoiceKnobs, body: JsonObject) -> str | None:

@@ -31,10 +31,10 @@ from local.fakes._server import (
     FakeService,
     FaultKnobs,
     JsonObject,
+    OncePerKey,
     Request,
     Response,
     error_response,
-    fingerprint,
     json_response,
 )
 
@@ -68,23 +68,6 @@ class _Shipment:
             "status": "REQUESTED",
             "items": [{"sku": item["sku"], "quantity": item["quantity"]} for item in self.body["items"]],
         }
-
-
-@dataclass(frozen=True)
-class _Refusal:
-    key: str
-    fingerprint: str
-    reason: str
-
-    def response(self) -> Response:
-        return error_response(
-            422,
-            "ShipmentRefused",
-            f"the shipment for Idempotency-Key {self.key} was refused ({self.reason}); nothing was created, "
-            "and a retry with this key gets the same answer",
-            reason=self.reason,
-            idempotencyKey=self.key,
-        )
 
 
 def validate_shipment(body: Any) -> dict[str, str]:
@@ -129,11 +112,16 @@ class ShippingApiFake(FakeService[ShippingKnobs]):
         quiet: bool = True,
     ) -> None:
         super().__init__(knobs, host=host, port=port, quiet=quiet)
-        self._by_key: dict[str, _Shipment] = {}
+        self._keyed: OncePerKey[_Shipment] = OncePerKey(
+            what="shipment",
+            route="/shipments",
+            refused_error="ShipmentRefused",
+            not_done="created",
+            id_of=lambda shipment: shipment.shipment_id,
+        )
         self._by_id: dict[str, _Shipment] = {}
         self._shipments: dict[str, int] = {}
         self._shipments_by_order: dict[str, int] = {}
-        self._refusals: dict[str, _Refusal] = {}
         # Not reset: a shipment id seen before a reset answers 404 afterwards, never another shipment.
         self._next_id = 1
 
@@ -150,32 +138,28 @@ class ShippingApiFake(FakeService[ShippingKnobs]):
     def refusals(self) -> dict[str, str]:
         """Shipments refused (``refuse_customers``), per idempotency key: the reason."""
         with self.lock:
-            return self._refusal_reasons()
+            return self._keyed.reasons()
 
     def shipment_for(self, order_id: str) -> JsonObject | None:
         """The shipment created for ``order_id`` (the first one, if a caller made several), or ``None``."""
         with self.lock:
-            for shipment in self._by_key.values():
+            for shipment in self._keyed.by_key.values():
                 if shipment.order_id == order_id:
                     return shipment.to_json()
             return None
-
-    def _refusal_reasons(self) -> dict[str, str]:
-        return {key: refusal.reason for key, refusal in self._refusals.items()}
 
     def admin_views(self) -> dict[str, JsonObject]:
         return {
             "shipments": dict(self._shipments),
             "shipments-by-order": dict(self._shipments_by_order),
-            "refusals": self._refusal_reasons(),
+            "refusals": self._keyed.reasons(),
         }
 
     def reset_state(self) -> None:
-        self._by_key.clear()
+        self._keyed.clear()
         self._by_id.clear()
         self._shipments.clear()
         self._shipments_by_order.clear()
-        self._refusals.clear()
 
     def handle(self, request: Request) -> Response:
         segments = request.segments
@@ -190,56 +174,24 @@ class ShippingApiFake(FakeService[ShippingKnobs]):
         return error_response(404, "NotFound", f"no route {request.method} {request.path}")
 
     def _create(self, request: Request) -> Response:
-        key = request.idempotency_key
-        if key is None:
-            return error_response(
-                400, "IdempotencyKeyMissing", "POST /shipments requires an Idempotency-Key header"
-            )
-        try:
-            body = request.json()
-        except ValueError:
-            return error_response(400, "InvalidJson", "the body is not JSON")
-        errors = validate_shipment(body)
-        if errors:
-            return error_response(400, "ValidationError", "the shipment request is invalid", fields=errors)
-        digest = fingerprint(body)
-        with self.lock:
-            existing = self._by_key.get(key)
-            if existing is not None:
-                if existing.fingerprint != digest:
-                    return error_response(
-                        422,
-                        "IdempotencyKeyReused",
-                        f"Idempotency-Key {key} was already used with a different request body; "
-                        f"shipment {existing.shipment_id} was not changed. Use a new key for a new shipment.",
-                        idempotencyKey=key,
-                    )
-                return json_response(200, existing.to_json())
-            refused = self._refusals.get(key)
-            if refused is not None:
-                if refused.fingerprint != digest:
-                    return error_response(
-                        422,
-                        "IdempotencyKeyReused",
-                        f"Idempotency-Key {key} was already used with a different request body (and "
-                        "refused); nothing was created. Use a new key for a new shipment.",
-                        idempotencyKey=key,
-                    )
-                return refused.response()
-            reason = self._refusal_reason(self._knobs, body)
-            if reason is not None:
-                # Decided once per key, so a repeat answers the same whatever the knobs say by then.
-                refusal = _Refusal(key, digest, reason)
-                self._refusals[key] = refusal
-                return refusal.response()
+        parsed = self._keyed.parse(request, validate_shipment)
+        if isinstance(parsed, Response):
+            return parsed
+        key, body = parsed
+
+        def make(digest: str) -> _Shipment:
             shipment = _Shipment(f"SHP-{self._next_id:06d}", key, digest, body)
             self._next_id += 1
-            self._by_key[key] = shipment
             self._by_id[shipment.shipment_id] = shipment
             self._shipments[key] = self._shipments.get(key, 0) + 1
             order = shipment.order_id
             self._shipments_by_order[order] = self._shipments_by_order.get(order, 0) + 1
-            return json_response(201, shipment.to_json(), Location=f"/shipments/{shipment.shipment_id}")
+            return shipment
+
+        with self.lock:
+            return self._keyed.create(
+                key, body, refusal_reason=lambda: self._refusal_reason(self._knobs, body), make=make
+            )
 
     @staticmethod
     def _refusal_reason(knobs: ShippingKnobs, body: JsonObject) -> str | None:
