@@ -12,9 +12,11 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -323,3 +325,23 @@ def _receive_all(sqs_client: Any, queue_url: str, *, wait: int = 0) -> list[dict
     ).get("Messages", []):
         messages.extend(batch)
     return messages
+
+
+def failed_ids(response: Mapping[str, Any]) -> list[str]:
+    """The message ids a partial batch response reports failed."""
+    return [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in ``os.environ`` within the block (a function's environment), restored after."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -12,11 +12,9 @@ events as the order service publishes them (``orders.fulfilment.mark_paid`` / ``
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +22,15 @@ from orders.subscriptions import ORDER_PAID, ORDER_REJECTED, ORDERS_SOURCE
 
 from relay.envelope import Envelope, new_envelope
 from relay.idempotency import deserialize_item
-from tests.builders import ACCOUNT, FakeContext, eventbridge_wrapped, record_from_received, retry_copy
+from tests.builders import (
+    ACCOUNT,
+    FakeContext,
+    environment,
+    eventbridge_wrapped,
+    failed_ids,  # noqa: F401  (re-exported to the tests)
+    record_from_received,
+    retry_copy,
+)
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 
 REGION = "us-east-1"
@@ -168,24 +174,6 @@ def create_world(overrides: dict[str, str] | None = None) -> LoyaltyWorld:
         dlq_url=queue.dlq_url,
         stack=stack,
     )
-
-
-def failed_ids(response: Mapping[str, Any]) -> list[str]:
-    return [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
-
-
-@contextmanager
-def environment(values: Mapping[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def deliver(world: LoyaltyWorld, *envelopes: Envelope | str, times: int = 1) -> dict[str, Any]:

@@ -12,9 +12,7 @@ its handler (optionally every batch twice), deleting what the partial batch resp
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +21,7 @@ from orders.subscriptions import ORDERS_SOURCE
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
 from relay.idempotency import deserialize_item
 from relay.outbox import sns_publisher
-from tests.builders import FakeContext, eventbridge_wrapped, retry_copy, sns_wrapped
+from tests.builders import FakeContext, environment, eventbridge_wrapped, failed_ids, retry_copy, sns_wrapped
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 from tests.handlers.streams import StreamReader
 
@@ -297,24 +295,6 @@ def operation_cancelled(
         payload={"reason": reason},
         correlation_id=f"corr-{operation_id}",
     )
-
-
-def failed_ids(response: Mapping[str, Any]) -> list[str]:
-    return [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
-
-
-@contextmanager
-def environment(values: Mapping[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]

@@ -10,7 +10,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from relay.envelope import Envelope
-from tests.builders import ACCOUNT, REGION, sns_wrapped
+from tests.builders import (
+    ACCOUNT,
+    REGION,
+    failed_ids,  # noqa: F401  (re-exported to the tests)
+    sns_wrapped,
+)
 from tests.handlers.payments.pipeline import Infrastructure, lambda_sqs_event
 
 
@@ -139,10 +144,6 @@ def queued_event(infra: Infrastructure, queue: str, *, expect: int | None = None
     if expect is not None:
         assert len(messages) == expect, f"expected {expect} message(s) on {queue}, got {len(messages)}"
     return lambda_sqs_event(messages, q)
-
-
-def failed_ids(response: Mapping[str, Any]) -> list[str]:
-    return [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
 
 
 def message_ids(event: Mapping[str, Any]) -> list[str]:

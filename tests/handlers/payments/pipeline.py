@@ -10,14 +10,16 @@ partial batch response reports handled -- the same protocol Lambda follows.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from local.moto_patches import fast_atomic_dynamodb
-from tests.builders import FakeContext
+from tests.builders import (
+    FakeContext,
+    environment,
+)
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 from tests.handlers.streams import StreamReader
 
@@ -143,20 +145,6 @@ def lambda_sqs_event(messages: list[dict[str, Any]], queue: Queue) -> dict[str, 
             }
         )
     return {"Records": records}
-
-
-@contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]

@@ -16,6 +16,7 @@ from relay.unwrap import envelope_from_sqs_record
 from tests.builders import (
     FakeContext,
     envelope,
+    failed_ids,  # noqa: F401  (re-exported to the tests)
     record_from_received,
     retry_copy,
     sns_wrapped,
@@ -163,10 +164,6 @@ def redeliver(handler: Any, world: ReportsWorld, queue: str, message: dict[str, 
         sqs_event([record_from_received(message, world.queues[queue].arn)]), FakeContext()
     )
     return result
-
-
-def failed_ids(response: dict[str, Any]) -> list[str]:
-    return [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
 
 
 def metric_lines(text: str, name: str) -> list[dict[str, Any]]:
