@@ -17,7 +17,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff clean
+.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -145,6 +145,10 @@ bench: install ## print benchmark figures (never asserted)
 
 demo: $(BIN)/.sandbox-installed node_modules/.installed ## the main job: run the whole app locally and drive a payments scenario; exits 0 only if the invariants hold
 	$(BIN)/python -m local demo
+
+# CHAOS_OPERATIONS (10000), CHAOS_FAULT_RATE (0.1) and CHAOS_SEED (1) change the run; CI runs 300 (tests/e2e/test_chaos_e2e.py).
+chaos: $(BIN)/.sandbox-installed node_modules/.installed ## 10,000 operations under crashes, AWS faults, duplicates, lost replies, outages and poison; exits 0 only if every invariant holds
+	$(BIN)/python -m local chaos
 
 local: $(BIN)/.sandbox-installed node_modules/.installed ## start the local sandbox (emulator :4566, HTTP API :8000) until Ctrl-C
 	$(BIN)/python -m local up

@@ -1,4 +1,4 @@
-"""``python -m local up | status | demo | fire-schedule [NAME] | iam-report`` — the embedded sandbox's CLI."""
+"""``python -m local up | status | demo | chaos | fire-schedule [NAME] | iam-report``: the sandbox's CLI."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from local.sandbox import STATE_FILE, Sandbox, SandboxConfig, cli_hint, snapshot
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
-    parser.add_argument("command", choices=["up", "status", "demo", "fire-schedule", "iam-report"])
+    parser.add_argument("command", choices=["up", "status", "demo", "chaos", "fire-schedule", "iam-report"])
     parser.add_argument("name", nargs="?", help="fire-schedule: the schedule to fire (default: all)")
     parser.add_argument("--emulator-port", type=int, default=4566)
     parser.add_argument(
@@ -35,6 +35,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         type=int,  # also converts DEMO_PAYMENTS; without either, the demo's own default
         default=os.environ.get("DEMO_PAYMENTS"),
         help="demo: how many payments (default: DEMO_PAYMENTS, else local.demo.DEFAULT_PAYMENTS)",
+    )
+    parser.add_argument(
+        "--operations",
+        type=int,
+        default=int(os.environ.get("CHAOS_OPERATIONS", "10000")),
+        help="chaos: how many operations (default: CHAOS_OPERATIONS, else 10000)",
+    )
+    parser.add_argument(
+        "--fault-rate",
+        type=float,
+        default=float(os.environ.get("CHAOS_FAULT_RATE", "0.1")),
+        help="chaos: the share of calls, batches and invocations faulted (see local.chaos; default 0.1)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=int(os.environ.get("CHAOS_SEED", "1")), help="chaos: the draws' seed"
     )
     parser.add_argument("--production-clock", action="store_true", help="keep the templates' backoff timings")
     parser.add_argument(
@@ -145,6 +160,28 @@ def _demo(args: argparse.Namespace) -> int:
     return code
 
 
+def _chaos(args: argparse.Namespace) -> int:
+    from local.chaos import TIME_SCALE, run_chaos
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    if not 0.0 <= args.fault_rate <= 1.0 or args.operations < 1:
+        print("chaos: --fault-rate must be from 0 to 1 and --operations at least 1", file=sys.stderr)
+        return 2
+    started = time.time()
+    config = _config(args)
+    config.time_scale = TIME_SCALE
+    sandbox = Sandbox(config)
+    try:
+        sandbox.start()
+        code = run_chaos(sandbox, operations=args.operations, fault_rate=args.fault_rate, seed=args.seed)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        sandbox.close()
+    print(f"\nchaos {'PASSED' if code == 0 else 'FAILED'} in {time.time() - started:.0f} s")
+    return code
+
+
 def _fire_schedule(args: argparse.Namespace) -> int:
     from local.control import fire_remote
 
@@ -227,6 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _status()
     if args.command == "demo":
         return _demo(args)
+    if args.command == "chaos":
+        return _chaos(args)
     if args.command == "iam-report":
         return _iam_report(args)
     return _fire_schedule(args)

@@ -113,6 +113,8 @@ from local.bus_delivery import install as deliver_bus_events
 deliver_bus_events()
 from local.request_meter import install as meter_requests
 meter_requests()
+from local.aws_faults import install as inject_faults
+inject_faults()
 from moto.server import main
 sys.argv[0] = "moto_server"
 main(sys.argv[1:])

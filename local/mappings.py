@@ -23,6 +23,7 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import random
 import threading
 import time
 import uuid
@@ -43,15 +44,31 @@ class DuplicateDelivery:
     lost). Matching is by substring of the function's logical name; ``"*"`` matches every function.
     Consumers must make the second delivery a no-op: this is how the sandbox proves they do."""
 
-    def __init__(self, patterns: tuple[str, ...] = ()) -> None:
+    def __init__(self, patterns: tuple[str, ...] = (), *, rate: float = 0.0, seed: int | None = None) -> None:
         self.patterns = frozenset(patterns)
+        # Chaos at volume: besides the named functions, this share of every function's batches.
+        self.rate = rate
+        self._draws = random.Random(seed)
+        self._lock = threading.Lock()
 
     def set(self, patterns: tuple[str, ...]) -> None:
         self.patterns = frozenset(patterns)
 
+    def set_rate(self, rate: float, seed: int | None = None) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"duplicate-delivery rate {rate} is not a probability from 0 to 1")
+        with self._lock:
+            self.rate = rate
+            self._draws = random.Random(seed)
+
     def applies(self, function: str) -> bool:
         patterns = self.patterns  # one read: set() may swap it from another thread
-        return "*" in patterns or any(p in function for p in patterns)
+        if "*" in patterns or any(p in function for p in patterns):
+            return True
+        if self.rate <= 0.0:
+            return False
+        with self._lock:
+            return self._draws.random() < self.rate
 
     def invoke(
         self, runtime: Runtime, function: str, records: list[dict[str, Any]], stats: MappingStats

@@ -72,6 +72,13 @@ and the in-process pipeline test, so both run the same code. Each patch replaces
    object itself, so in a DLQ it still names its source. A message sent to the DLQ directly (the
    kernel's parking, SNS's dead-lettering) has no other source: as on AWS, such a task FAILS with
    `CouldNotDetermineMessageSource` when it reaches one; redrive those with a `DestinationArn`.
+11. moto ignores TransactWriteItems' `ClientRequestToken`, which botocore fills in on every call
+   (an idempotency token in the service model) and keeps across its retries. On AWS a retry of a
+   transaction that committed, but whose reply was lost, succeeds without applying anything again;
+   on moto it fails its own conditions (`TransactionCanceledException`), a failure AWS would not give.
+   The patch keeps, for 10 minutes after each successful call, its token and a digest of its
+   parameters: the same token with the same parameters answers success without running anything,
+   with other parameters `IdempotentParameterMismatchException` (400), as DynamoDB documents.
 """
 
 from __future__ import annotations
@@ -288,6 +295,44 @@ def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> No
             table.stream_shard.add(old, new)
 
 
+CLIENT_TOKEN_SECONDS = 600  # DynamoDB: a token is valid for 10 minutes after its first call completed
+_TOKENS: dict[str, tuple[str, float]] = {}  # ClientRequestToken -> (parameters digest, when it succeeded)
+
+
+def _idempotent_transact_write_items(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Patch 11: the handler's TransactWriteItems, honouring ClientRequestToken."""
+    import hashlib
+
+    def transact_write_items(self: Any) -> Any:
+        token = self.body.get("ClientRequestToken")
+        if not token:
+            return original(self)
+        parameters = {k: v for k, v in self.body.items() if k != "ClientRequestToken"}
+        digest = hashlib.sha256(json.dumps(parameters, sort_keys=True).encode()).hexdigest()
+        with _WRITE_LOCK:
+            now = time.monotonic()
+            for stale in [t for t, (_, at) in _TOKENS.items() if now - at > CLIENT_TOKEN_SECONDS]:
+                del _TOKENS[stale]
+            seen = _TOKENS.get(token)
+            if seen is not None:
+                if seen[0] != digest:
+                    from moto.dynamodb.exceptions import DynamodbException
+
+                    raise DynamodbException(
+                        "com.amazonaws.dynamodb.v20120810#IdempotentParameterMismatchException",
+                        "The request uses the same client token as a previous, but non-identical request.",
+                    )
+                from moto.core.responses import ActionResult
+
+                return ActionResult({"ConsumedCapacity": [], "ItemCollectionMetrics": {}})  # as moto's
+            answer = original(self)
+            _TOKENS[token] = (digest, time.monotonic())
+            return answer
+
+    transact_write_items.__wrapped__ = original  # type: ignore[attr-defined]
+    return transact_write_items
+
+
 def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with _WRITE_LOCK:
@@ -308,6 +353,10 @@ def _install_dynamodb() -> list[tuple[type, str, Callable[..., Any]]]:
     originals.append((DynamoHandler, "transact_get_items", DynamoHandler.transact_get_items))
     for cls, name, method in originals:
         setattr(cls, name, _locked(_transact_write_items if name == "transact_write_items" else method))
+    originals.append((DynamoHandler, "transact_write_items", DynamoHandler.transact_write_items))
+    DynamoHandler.transact_write_items = _idempotent_transact_write_items(  # type: ignore[method-assign]
+        DynamoHandler.transact_write_items
+    )
     return originals
 
 

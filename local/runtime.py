@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import select
 import signal
 import socket
@@ -180,6 +181,44 @@ class _Worker:
 
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-spawner")
 
+CRASH_ERROR = "Runtime.ExitError"
+
+
+class Crashes:
+    """Chaos switch: SIGKILL an execution environment in the middle of a share of the invocations.
+
+    For a drawn invocation the parent waits a random part of the function's recent mean duration and
+    then kills the worker (an invocation that answers first is not killed, and not counted). What
+    follows is what Lambda does with a crashed environment: the invocation fails with
+    ``Runtime.ExitError`` and its effects so far stay done; the next invocation cold-starts; an event
+    source mapping leaves the batch to come back after its visibility timeout (a stream retries it);
+    the HTTP API answers 500. ``kills`` counts the environments killed, by function."""
+
+    def __init__(self, rate: float = 0.0, *, seed: int | None = None) -> None:
+        self.kills: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.set(rate, seed=seed)
+
+    def set(self, rate: float, *, seed: int | None = None) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"crash rate {rate} is not a probability from 0 to 1")
+        with self._lock:
+            self.rate = rate
+            self._draws = random.Random(seed)
+
+    def draw(self, mean_duration: float) -> float | None:
+        """Seconds into the invocation to kill it, or None to leave it alone."""
+        if self.rate <= 0.0:
+            return None
+        with self._lock:
+            if self._draws.random() >= self.rate:
+                return None
+            return self._draws.uniform(0.2, 1.0) * max(mean_duration, 0.01)
+
+    def killed(self, function: str) -> None:
+        with self._lock:
+            self.kills[function] = self.kills.get(function, 0) + 1
+
 
 class FunctionRuntime:
     """A pool of warm workers for one function."""
@@ -193,9 +232,12 @@ class FunctionRuntime:
         max_workers: int,
         env_overrides: dict[str, str],
         zygote: Zygote | None = None,
+        crashes: Crashes | None = None,
     ) -> None:
         self.spec = spec
         self.zygote = zygote
+        self.crashes = crashes or Crashes()
+        self.mean_duration = 0.1  # seconds, a moving mean of the completed invocations
         self.max_workers = max_workers
         self._idle: list[_Worker] = []
         self._count = 0
@@ -203,6 +245,7 @@ class FunctionRuntime:
         self._closed = False
         self.invocations = 0
         self.errors = 0
+        self.timeouts = 0
         self.cold_starts = 0
         log_dir.mkdir(parents=True, exist_ok=True)
         self._log = (log_dir / f"{spec.name}.log").open("ab")
@@ -280,12 +323,27 @@ class FunctionRuntime:
             "requestId": str(uuid.uuid4()),
             "deadline": time.time() + self.spec.timeout,
         }
+        crash_at = self.crashes.draw(self.mean_duration)
         try:
             worker.requests.send_bytes(json.dumps(request).encode())
-            if not worker.responses.poll(self.spec.timeout):
+            if crash_at is not None and not worker.responses.poll(min(crash_at, self.spec.timeout)):
                 worker.kill()
                 self._release(None)
                 self.errors += 1
+                self.crashes.killed(self.spec.name)
+                return InvokeResult(
+                    False,
+                    error_type=CRASH_ERROR,
+                    error_message="RequestId: "
+                    + request["requestId"]
+                    + " Error: Runtime exited with error: signal: killed (chaos)",
+                    duration=time.monotonic() - started,
+                )
+            if not worker.responses.poll(self.spec.timeout - (time.monotonic() - started)):
+                worker.kill()
+                self._release(None)
+                self.errors += 1
+                self.timeouts += 1
                 return InvokeResult(
                     False,
                     error_type="Sandbox.Timeout",
@@ -299,6 +357,7 @@ class FunctionRuntime:
             self.errors += 1
             return InvokeResult(False, error_type="Runtime.ExitError", error_message=f"worker died: {exc}")
         duration = time.monotonic() - started
+        self.mean_duration = 0.9 * self.mean_duration + 0.1 * duration
         if not worker.alive() or reply.get("exit"):
             worker.kill()
             self._release(None)
@@ -337,7 +396,9 @@ class Runtime:
         log_dir: Path,
         max_workers: int,
         env_overrides: dict[str, dict[str, str]],
+        crashes: Crashes | None = None,
     ) -> None:
+        self.crashes = crashes or Crashes()
         self.zygote: Zygote | None = None
         if functions and os.environ.get("RELAY_LOCAL_NO_ZYGOTE") != "1":
             try:
@@ -354,6 +415,7 @@ class Runtime:
                 max_workers=max_workers,
                 env_overrides=env_overrides.get(name, {}),
                 zygote=self.zygote,
+                crashes=self.crashes,
             )
             for name, spec in functions.items()
         }

@@ -70,6 +70,10 @@ class SandboxConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     # Chaos: function-name substrings ("*" for all) whose every batch is invoked twice.
     deliver_twice: tuple[str, ...] = ()
+    # Scales every queue consumer's timeout with its queue's visibility timeout (and the consumer's
+    # RELAY_VISIBILITY_TIMEOUT_SECONDS), keeping the template's ratio: a batch lost to a crash comes
+    # back after 1/6 of the production wait at 1/6. 1.0: the template's values.
+    time_scale: float = 1.0
 
 
 class Sandbox:
@@ -138,6 +142,7 @@ class Sandbox:
             f"shipping API {fakes['SHIPPING_API_URL']}, "
             f"payments callback receiver {self.receiver.base_url} (verifies Relay-Signature)"
         )
+        scaled = self._scale_time(cfg.time_scale) if cfg.time_scale != 1.0 else {}
         overrides: dict[str, dict[str, str]] = {}
         for name, spec in self.topology.functions.items():
             env: dict[str, str] = {}
@@ -158,6 +163,7 @@ class Sandbox:
                         variable in KERNEL_VARIABLES and "RELAY_QUEUE_URL" in spec.environment
                     ):
                         env[variable] = value
+            env.update(scaled.get(name, {}))
             env.update(cfg.extra_env)
             overrides[name] = env
         if cfg.fast_clock:
@@ -222,6 +228,36 @@ class Sandbox:
         if cfg.write_state:
             STATE_DIR.mkdir(parents=True, exist_ok=True)
             STATE_FILE.write_text(json.dumps(self.state(), indent=2))
+
+    def _scale_time(self, scale: float) -> dict[str, dict[str, str]]:
+        """Each SQS consumer's timeout and its queue's visibility timeout times ``scale`` (at least
+        1 s each); the consumers' environment overrides that say the new visibility timeout."""
+        if not 0.0 < scale <= 1.0:
+            raise ValueError(f"time_scale {scale} must be in (0, 1]")
+        sqs = client("sqs", self.endpoint)
+        env: dict[str, dict[str, str]] = {}
+        changed = []
+        for mapping in self.topology.mappings:
+            if mapping.kind != "sqs":
+                continue
+            spec = self.topology.functions[mapping.function]
+            url = self.topology.queues[mapping.source_arn.rsplit(":", 1)[-1]]
+            current = int(
+                sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"][
+                    "VisibilityTimeout"
+                ]
+            )
+            visibility = max(1, round(current * scale))
+            if spec.name not in env:
+                spec.timeout = max(1, round(spec.timeout * scale))
+            sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": str(visibility)})
+            env[spec.name] = {"RELAY_VISIBILITY_TIMEOUT_SECONDS": str(visibility)}
+            changed.append(f"{url.rsplit('/', 1)[-1].removeprefix('relay-dev-')} {current}→{visibility} s")
+        self.log(
+            f"time scale {scale:g}: queue consumers' timeouts and their queues' visibility timeouts "
+            f"(ratio kept): {', '.join(changed)}"
+        )
+        return env
 
     def api_banner(self) -> list[str]:
         lines = []

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from bench.sandbox_bench import cpu_seconds
+from local.cpu import cpu_seconds
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads Linux /proc")
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from local.mappings import DuplicateDelivery, StreamMapping, _Lane, failed_item_ids
 from local.runtime import InvokeResult
 
@@ -64,3 +66,19 @@ def test_batch_responses_are_read_as_lambda_reads_them() -> None:
     assert failed_item_ids(unknown, ids, partial=True) == set(ids)  # malformed: the whole batch
     assert failed_item_ids(InvokeResult(False, error_type="Boom"), ids, partial=True) == set(ids)
     assert failed_item_ids(ok, ids, partial=False) == set()  # without ReportBatchItemFailures
+
+
+def test_duplicate_delivery_at_a_rate_is_seeded_and_still_honours_the_named_functions() -> None:
+    def picks(seed: int) -> list[bool]:
+        switch = DuplicateDelivery(rate=0.3, seed=seed)
+        return [switch.applies("relay-dev-payments-PaymentWorker") for _ in range(100)]
+
+    assert picks(1) == picks(1) != picks(2)
+    assert 10 < sum(picks(1)) < 50
+    switch = DuplicateDelivery(("-orders-",))
+    switch.set_rate(0.0)
+    assert switch.applies("relay-dev-orders-Notifier") and not switch.applies("relay-dev-payments-Api")
+    switch.set_rate(1.0, seed=4)
+    assert switch.applies("relay-dev-payments-Api")
+    with pytest.raises(ValueError, match="probability"):
+        switch.set_rate(-0.1)

@@ -575,3 +575,42 @@ def test_a_read_waits_for_a_write_in_progress() -> None:
             backend.put_item("t", {"pk": {"S": "k"}, "v": {"S": "committed"}})
         reader.join(5)
         assert read[0].to_json()["Attributes"]["v"] == {"S": "committed"}
+
+
+def test_a_transaction_retried_with_its_client_request_token_succeeds_and_applies_once() -> None:
+    """botocore keeps a call's ClientRequestToken across its retries: a retry of a transaction that
+    committed (its reply lost) must succeed without applying it again, as on DynamoDB."""
+    with moto_patches.fast_atomic_dynamodb(), mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        items: list[Any] = [
+            {
+                "Put": {
+                    "TableName": "t",
+                    "Item": {"pk": {"S": "a"}},
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {
+                "Update": {
+                    "TableName": "t",
+                    "Key": {"pk": {"S": "counter"}},
+                    "UpdateExpression": "ADD n :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                }
+            },
+        ]
+        ddb.transact_write_items(TransactItems=items, ClientRequestToken="token-1")
+        ddb.transact_write_items(TransactItems=items, ClientRequestToken="token-1")  # the retry
+        counter = ddb.get_item(TableName="t", Key={"pk": {"S": "counter"}})["Item"]
+        assert counter["n"] == {"N": "1"}
+        with pytest.raises(ddb.exceptions.TransactionCanceledException):
+            ddb.transact_write_items(TransactItems=items, ClientRequestToken="token-2")  # a new call
+        with pytest.raises(ddb.exceptions.IdempotentParameterMismatchException):
+            ddb.transact_write_items(TransactItems=items[1:], ClientRequestToken="token-1")
+        assert ddb.get_item(TableName="t", Key={"pk": {"S": "counter"}})["Item"]["n"] == {"N": "1"}

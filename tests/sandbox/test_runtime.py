@@ -115,3 +115,40 @@ def test_nothing_outlives_the_runtime(runtime: Runtime) -> None:
         time.sleep(0.05)
     assert not alive(pid)
     assert zygote is None or not alive(zygote)
+
+
+def test_a_crash_kills_the_environment_mid_invocation_and_the_next_one_cold_starts(runtime: Runtime) -> None:
+    from local.runtime import CRASH_ERROR
+
+    first = runtime.invoke("relay-test-probe", {"n": 1})
+    assert first.ok
+    function = runtime.functions["relay-test-probe"]
+    function.mean_duration = 0.5  # the kill lands 0.1-0.5 s in, while the handler sleeps for 1 s
+    runtime.crashes.set(1.0, seed=3)
+    crashed = runtime.invoke("relay-test-probe", {"sleep": 1.0})
+    runtime.crashes.set(0.0)
+    assert not crashed.ok and crashed.error_type == CRASH_ERROR
+    assert "signal: killed" in crashed.error_message
+    assert runtime.crashes.kills == {"relay-test-probe": 1}
+    for _ in range(50):
+        if not alive(first.payload["pid"]):
+            break
+        time.sleep(0.05)
+    assert not alive(first.payload["pid"])
+    after = runtime.invoke("relay-test-probe", {"n": 2})
+    assert after.ok and after.payload["pid"] != first.payload["pid"] and after.payload["calls"] == 1
+
+
+def test_crash_draws_are_seeded_and_a_rate_must_be_a_probability() -> None:
+    from local.runtime import Crashes
+
+    def draws(seed: int) -> list[float | None]:
+        crashes = Crashes(0.5, seed=seed)
+        return [crashes.draw(1.0) for _ in range(40)]
+
+    assert draws(5) == draws(5) != draws(6)
+    assert any(d is None for d in draws(5)) and any(d is not None for d in draws(5))
+    assert all(d is None or 0.2 <= d <= 1.0 for d in draws(5))
+    assert Crashes().draw(1.0) is None
+    with pytest.raises(ValueError, match="probability"):
+        Crashes(1.5)

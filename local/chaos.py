@@ -1,0 +1,853 @@
+"""``python -m local chaos``: thousands of operations under crashes, faults, duplicates and poison.
+
+The three promises -- nothing lost, no effect twice, poison parked with a reason -- are tested by the
+demo at 100 payments. The races that break at-least-once systems are rare: this runs a mix of
+payments, orders and reports through the whole sandbox while it injects, and counts, every fault
+below, then checks the invariants from the system's own records and the fakes' ledgers.
+
+Faults, each drawn from one seeded generator per kind (``--seed`` makes the draws reproducible; the
+threads' interleaving is not):
+
+* **crashes**: ``rate/5`` of all invocations SIGKILLed mid-invocation (``local.runtime.Crashes``);
+* **AWS API errors**: ``rate`` of the functions' own calls to DynamoDB, SQS, SNS and S3 answered with
+  a throttle, a 5xx or no reply at all, before the request took effect or after it
+  (``local.aws_faults``); the SDK's retries see them as AWS's would be;
+* **duplicate deliveries**: ``rate`` of all batches invoked twice (``local.mappings.DuplicateDelivery``);
+* **lost replies**: the legacy payment system, the invoice API and the shipping API commit ``rate`` of
+  their POSTs and lose the reply (half as a 500, half as a dropped connection);
+* **partner errors**: every fake answers ``rate/2`` of its calls 503, with no effect;
+* **outages**: one external fake at a time down for a few seconds, in turn;
+* **poison**: every kind (not JSON, JSON that is no envelope, an envelope of an unknown major version,
+  a payment step for an operation that does not exist) sent straight into the consumer queues, and
+  garbage bytes POSTed to the HTTP APIs;
+* **client retries** (the same Idempotency-Key again after the answer) and **concurrent duplicates**
+  (two requests with one key at once).
+
+The fast clock scales the queue consumers' timeouts with their visibility timeouts (1/3, the
+templates' ratio kept), so a batch lost to a crash is back within seconds, not minutes.
+
+Exit code 0 only when every invariant holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+from local import aws_faults, lifecycle
+from local.cpu import cpu_seconds
+from local.demo import TERMINAL, payment_body
+from local.demo_orders import BASKETS, LIMITED, NOTIFIED, OrdersReader
+from local.emulator import client
+from local.runtime import PROJECT_ROOT
+from local.sandbox import Sandbox, snapshot, status_line
+from ops.seed_stock import DEFAULT_FILE, load_levels, seed_stock
+
+DEFAULT_OPERATIONS = 10_000
+DEFAULT_FAULT_RATE = 0.10
+CI_OPERATIONS = 300
+TIME_SCALE = 1 / 3
+# Of every 20 operations: 12 payments, 5 orders, 3 reports.
+MIX = ("payment",) * 12 + ("order",) * 5 + ("report",) * 3
+POISON_EVERY = 50  # operations per poison message
+OUTAGE_EVERY = 20.0  # seconds between fake outages
+OUTAGE_SECONDS = 3.0
+CLIENT_ATTEMPTS = 8
+POISON_KINDS = ("not-json", "not-an-envelope", "unknown-version", "unknown-operation")
+FAKES = ("legacy", "invoices", "shipping", "reports", "webhook", "receiver")
+LOST_REPLY_FAKES = ("legacy", "invoices", "shipping")
+REPORT_TERMINAL = ("VERIFIED", "MISMATCH")
+ORDER_TERMINAL = ("PAID", "CANCELLED", "REJECTED")
+CPU_PARTS = ("emulator", "workers", "glue")
+OK_STATUSES = ("200", "201", "202")
+
+
+@dataclass
+class Poison:
+    kind: str
+    queue: str  # queue name
+    message_id: str
+    marker: str
+
+
+@dataclass
+class Tally:
+    """What the clients saw and what was injected from outside the sandbox's switches."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    answers: Counter[str] = field(default_factory=Counter)  # "POST /payments 202"
+    server_errors: int = 0
+    gave_up: Counter[str] = field(default_factory=Counter)
+    replay_mismatches: int = 0
+    replays: int = 0
+    concurrent: int = 0
+    garbage: Counter[str] = field(default_factory=Counter)  # status of garbage POSTs
+    outages: Counter[str] = field(default_factory=Counter)
+
+    def add(self, what: str, status: int) -> None:
+        with self.lock:
+            self.answers[f"{what} {status}"] += 1
+            if status >= 500:
+                self.server_errors += 1
+
+
+class Chaos:
+    def __init__(
+        self, sandbox: Sandbox, *, operations: int, fault_rate: float, seed: int, out: Any = sys.stdout
+    ) -> None:
+        self.sb = sandbox
+        self.operations = operations
+        self.rate = fault_rate
+        self.seed = seed
+        self.out = out
+        self.draws = random.Random(seed)
+        self.tally = Tally()
+        self.local = threading.local()
+        self.read = OrdersReader(sandbox)
+        self.payments: dict[str, dict[str, Any]] = {}  # operationId -> {"callback": bool}
+        self.orders: dict[str, dict[str, Any]] = {}  # orderId -> {"lines", "customer", "intent"}
+        self.reports: dict[str, bool] = {}  # reportId -> tampered
+        self.poisons: list[Poison] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.levels: dict[str, int] = {}
+        self.run_id = uuid.uuid4().hex[:6]
+        self.elapsed = 0.0
+        self.cpu: dict[str, float] = {}
+
+    # -- HTTP, as a client that retries a 5xx with the same Idempotency-Key ------------------------
+
+    def session(self) -> requests.Session:
+        if not hasattr(self.local, "session"):
+            self.local.session = requests.Session()
+        session: requests.Session = self.local.session
+        return session
+
+    def call(
+        self, method: str, path: str, what: str, *, body: Any = None, key: str | None = None
+    ) -> requests.Response | None:
+        headers = {"Idempotency-Key": key} if key else {}
+        for attempt in range(CLIENT_ATTEMPTS):
+            try:
+                response = self.session().request(
+                    method, f"{self.sb.api_url}{path}", json=body, headers=headers, timeout=60
+                )
+            except requests.RequestException:
+                self.tally.add(what, 599)
+                time.sleep(0.2 * 2**attempt)
+                continue
+            self.tally.add(what, response.status_code)
+            if response.status_code < 500 and response.status_code != 409:
+                return response
+            time.sleep(0.2 * 2**attempt)
+        with self.tally.lock:
+            self.tally.gave_up[what] += 1
+        return None
+
+    # -- traffic -------------------------------------------------------------------------------
+
+    def payment(self, i: int, draw: random.Random) -> None:
+        body = payment_body(i)
+        callback = draw.random() < 0.25
+        if callback:
+            body["callbackUrl"] = f"{self.sb.receiver.base_url}/chaos/notices"
+        keyed = draw.random() >= 0.1
+        key = f"chaos-{self.run_id}-{i}" if keyed else None
+        if keyed and draw.random() < self.rate / 2:
+            self.concurrent_pair(body, key or "")
+            return
+        response = self.call("POST", "/payments", "POST /payments", body=body, key=key)
+        if response is None or response.status_code != 202:
+            return
+        operation = response.json()["operationId"]
+        with self.lock:
+            self.payments[operation] = {"callback": callback}
+        if keyed and draw.random() < self.rate:
+            again = self.call("POST", "/payments", "POST /payments (retry)", body=body, key=key)
+            with self.tally.lock:
+                self.tally.replays += 1
+                if again is None or again.json().get("operationId") != operation:
+                    self.tally.replay_mismatches += 1
+
+    def concurrent_pair(self, body: dict[str, Any], key: str) -> None:
+        answers: list[requests.Response | None] = [None, None]
+
+        def send(slot: int) -> None:
+            answers[slot] = self.call("POST", "/payments", "POST /payments (concurrent)", body=body, key=key)
+
+        threads = [threading.Thread(target=send, args=(slot,)) for slot in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        ids = {a.json().get("operationId") for a in answers if a is not None and a.status_code == 202}
+        with self.tally.lock:
+            self.tally.concurrent += 1
+            if len(ids) != 1 or any(a is None or a.status_code != 202 for a in answers):
+                self.tally.replay_mismatches += 1
+        for operation in ids:
+            with self.lock:
+                self.payments[str(operation)] = {"callback": "callbackUrl" in body}
+
+    def order(self, i: int, draw: random.Random) -> None:
+        lines = BASKETS[i % len(BASKETS)]
+        customer = f"chaos-{self.run_id}-c{i}"
+        body = {
+            "customerId": customer,
+            "items": [{"sku": sku, "quantity": n} for sku, n in lines],
+            "currency": "EUR",
+        }
+        created = self.call("POST", "/orders", "POST /orders", body=body, key=f"chaos-{self.run_id}-o{i}")
+        if created is None or created.status_code not in (200, 201):  # 200: a replay of the same key
+            return
+        order_id = created.json()["orderId"]
+        intent = "cancel" if draw.random() < 0.2 else "pay"
+        with self.lock:
+            self.orders[order_id] = {"lines": lines, "customer": customer, "intent": intent}
+        if intent == "cancel":
+            self.call(
+                "POST", f"/orders/{order_id}/cancel", "POST /orders/cancel", key=f"chaos-cancel-{order_id}"
+            )
+            return
+        units = sum(n for _, n in lines)
+        payment = {
+            "paymentId": f"pay-{order_id[:12]}",
+            "orderId": order_id,
+            "amount": f"{12.5 * units:.2f}",
+            "currency": "EUR",
+            "payer": customer,
+            "payee": "relay-shop",
+        }
+        paid = self.call(
+            "POST", "/payments", "POST /payments (order)", body=payment, key=f"chaos-pay-{order_id}"
+        )
+        if paid is not None and paid.status_code == 202:
+            with self.lock:
+                self.payments[paid.json()["operationId"]] = {"callback": False, "order": order_id}
+
+    def report(self, i: int, draw: random.Random) -> None:
+        from relay.envelope import new_envelope
+
+        report_id = f"rep-{self.run_id}-{i}"
+        agent = f"agent-{self.run_id}-{i % 7}"
+        tampered = draw.random() < 0.1
+        content = f"report {report_id} of {agent}".encode()
+        reports = self.sb.reports
+        if tampered:
+            with self.lock:
+                reports.set_knobs(tamper_ids=frozenset({*reports.knobs.tamper_ids, report_id}))
+        digest = reports.publish(report_id, content, invisible_reads=1 if draw.random() < 0.1 else 0)
+        envelope = new_envelope(
+            "ReportGenerated",
+            identity=[report_id],
+            ids={"reportId": report_id, "agentId": agent},
+            payload={
+                "reportId": report_id,
+                "agentId": agent,
+                "url": f"{reports.base_url}/reports/{report_id}",
+                "sha256": digest,
+            },
+            correlation_id=f"chaos-{self.run_id}",
+        )
+        topic = next(arn for name, arn in self.sb.topology.topics.items() if name.endswith("report-events"))
+        client("sns", self.sb.endpoint).publish(
+            TopicArn=topic,
+            Message=envelope.to_json(),
+            MessageAttributes={"eventType": {"DataType": "String", "StringValue": "ReportGenerated"}},
+        )
+        with self.lock:
+            self.reports[report_id] = tampered
+
+    def garbage(self, draw: random.Random) -> None:
+        """Bytes that are no request: a 4xx with a reason, never a 5xx, nothing stored."""
+        path = draw.choice(["/payments", "/orders", f"/operations/{uuid.uuid4()}/cancel"])
+        raw = draw.choice(
+            [b"\x00\xff\xfe{", b'{"amount": ', b"[]", json.dumps({"amount": "x" * 300}).encode()]
+        )
+        try:
+            response = self.session().post(
+                f"{self.sb.api_url}{path}",
+                data=raw,
+                headers={"Content-Type": "application/json", "Idempotency-Key": uuid.uuid4().hex},
+                timeout=60,
+            )
+            status = response.status_code
+        except requests.RequestException:
+            status = 599
+        with self.tally.lock:
+            self.tally.garbage[str(status)] += 1
+
+    # -- poison --------------------------------------------------------------------------------
+
+    def consumer_queues(self) -> list[str]:
+        sources = {m.source_arn.rsplit(":", 1)[-1] for m in self.sb.topology.mappings if m.kind == "sqs"}
+        return sorted(n for n in sources if n in self.sb.topology.queues and not n.endswith("sweeps"))
+
+    def poison(self, n: int) -> None:
+        from relay.envelope import new_envelope
+
+        queues = self.consumer_queues()
+        kind = POISON_KINDS[n % len(POISON_KINDS)]
+        queue = queues[(n // len(POISON_KINDS)) % len(queues)]
+        if kind == "unknown-operation":
+            queue = next(q for q in queues if q.endswith("payment-requests"))
+        marker = f"chaos-poison-{self.run_id}-{n}"
+        if kind == "not-json":
+            body = '{"' + marker + '": not json'
+        elif kind == "not-an-envelope":
+            body = json.dumps({"poison": marker})
+        else:
+            envelope = new_envelope(
+                "PaymentRequested",
+                identity=[marker],
+                ids={"operationId": marker},
+                payload={"operationId": marker},
+                correlation_id=marker,
+            ).to_dict()
+            if kind == "unknown-version":
+                envelope["eventVersion"] = "9.0"
+            body = json.dumps(envelope)
+        url = self.sb.topology.queues[queue]
+        sent = client("sqs", self.sb.endpoint).send_message(
+            QueueUrl=url,
+            MessageBody=body,
+            MessageAttributes={"eventType": {"DataType": "String", "StringValue": "PaymentRequested"}},
+        )
+        with self.lock:
+            self.poisons.append(Poison(kind, queue, str(sent["MessageId"]), marker))
+
+    # -- background faults ---------------------------------------------------------------------
+
+    def fakes(self) -> dict[str, Any]:
+        sb = self.sb
+        return {
+            "legacy": sb.legacy,
+            "invoices": sb.invoices,
+            "shipping": sb.shipping,
+            "reports": sb.reports,
+            "webhook": sb.webhook,
+            "receiver": sb.receiver,
+        }
+
+    def outages(self) -> None:
+        fakes = self.fakes()
+        turn = 0
+        while not self.stop.wait(OUTAGE_EVERY):
+            name = FAKES[turn % len(FAKES)]
+            turn += 1
+            fakes[name].set_knobs(outage=True)
+            self.tally.outages[name] += 1
+            self.stop.wait(OUTAGE_SECONDS)
+            fakes[name].set_knobs(outage=False)
+
+    def sweeps(self) -> None:
+        """The payments sweeper's schedule, as it fires every few minutes on AWS (here each minute)."""
+        while not self.stop.wait(60):
+            try:
+                self.sb.fire_schedule(self.sb.schedule_named(lifecycle.SWEEP_SCHEDULE))
+            except Exception as exc:  # a failed firing is the schedule's problem, seen at the end
+                print(f"\n  sweep firing failed: {exc}", file=self.out)
+
+    def arm(self) -> None:
+        rate = self.rate
+        sb = self.sb
+        assert sb.runtime is not None and sb.mappings is not None
+        sb.runtime.crashes.set(rate / 5, seed=self.seed)
+        sb.mappings.duplicates.set_rate(rate, seed=self.seed + 1)
+        aws_faults.configure(sb.endpoint, rate=rate, seed=self.seed + 2)
+        for i, (name, fake) in enumerate(self.fakes().items()):
+            knobs: dict[str, Any] = {"fail_rate_5xx": rate / 2, "seed": self.seed + 10 + i}
+            if name in LOST_REPLY_FAKES:
+                knobs |= {
+                    "fail_after_commit_rate": rate,
+                    "fail_after_commit_mode": "500" if i % 2 else "drop",
+                }
+            fake.set_knobs(**knobs)
+
+    def disarm(self) -> None:
+        sb = self.sb
+        if sb.runtime is not None:
+            sb.runtime.crashes.set(0.0)
+        if sb.mappings is not None:
+            sb.mappings.duplicates.set_rate(0.0)
+        aws_faults.configure(sb.endpoint, rate=0.0)
+        for fake in self.fakes().values():
+            fake.set_knobs(fail_rate_5xx=0.0, fail_after_commit_rate=0.0, outage=False)
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def seed_stock(self) -> None:
+        base = load_levels(DEFAULT_FILE)
+        orders = self.operations * MIX.count("order") // len(MIX)
+        # Enough of everything for most orders, and the one limited print for the rejections.
+        self.levels = {sku: (1 if sku == LIMITED else n * max(1, orders // 20)) for sku, n in base.items()}
+        seed_stock(self.levels, table=self.read.inventory_table, ddb_client=self.read.ddb)
+
+    def run(self) -> bool:
+        sys.path.insert(0, str(PROJECT_ROOT / "layers" / "relay" / "python"))
+        self.seed_stock()
+        self.arm()
+        print(
+            f"chaos: {self.operations} operations (payments/orders/reports 12:5:3), "
+            f"fault rate {self.rate:g}, "
+            f"seed {self.seed}",
+            file=self.out,
+            flush=True,
+        )
+        background = [threading.Thread(target=t, daemon=True) for t in (self.outages, self.sweeps)]
+        for thread in background:
+            thread.start()
+        started = time.monotonic()
+        cpu_before = cpu_seconds(os.getpid(), self.sb.emulator.pid or -1)
+        kinds = {"payment": self.payment, "order": self.order, "report": self.report}
+
+        def one(i: int) -> None:
+            draw = random.Random(self.seed * 1_000_003 + i)
+            kinds[MIX[i % len(MIX)]](i, draw)
+            if i % POISON_EVERY == POISON_EVERY // 2:
+                self.poison(i // POISON_EVERY)
+                self.garbage(draw)
+
+        done = 0
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for _ in pool.map(one, range(self.operations)):
+                done += 1
+                if done % 500 == 0:
+                    self.progress(started, f"{done} sent")
+        self.progress(started, "all sent", newline=True)
+        settled = self.settle(started)
+        self.elapsed = time.monotonic() - started
+        cpu_after = cpu_seconds(os.getpid(), self.sb.emulator.pid or -1)
+        self.cpu = {part: cpu_after[part] - cpu_before[part] for part in cpu_after}
+        self.stop.set()
+        self.disarm()
+        lifecycle.sweep_now(self.sb, timeout=120)
+        self.read.wait_idle(120)
+        return self.verdict(settled)
+
+    def queued(self) -> tuple[int, int]:
+        """(messages in the work queues, messages in the DLQs): one GetQueueAttributes per queue, cheap
+        next to the table scans of ``snapshot``, which grow with the run and would load the emulator."""
+        sqs = client("sqs", self.sb.endpoint)
+        work = parked = 0
+        for name, url in self.sb.topology.queues.items():
+            attrs = sqs.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            )["Attributes"]
+            depth = sum(int(v) for v in attrs.values())
+            if name in self.sb.topology.dlqs:
+                parked += depth
+            else:
+                work += depth
+        return work, parked
+
+    def progress(self, started: float, what: str, *, newline: bool = False) -> None:
+        work, parked = self.queued()
+        print(
+            f"\r  [{time.monotonic() - started:6.0f}s] {what}: queued {work}  parked {parked}  "
+            f"in flight {self.sb.in_flight()}  ",
+            end="\n" if newline else "",
+            file=self.out,
+            flush=True,
+        )
+
+    def settle(self, started: float) -> bool:
+        """Wait until the queues are empty and nothing is in flight, then until every operation, order
+        and report is terminal (the tables are scanned only once the queues are idle)."""
+        deadline = time.monotonic() + max(600.0, self.operations * 0.1)
+        while time.monotonic() < deadline:
+            self.progress(started, "settling")
+            work, _ = self.queued()
+            if not work and self.sb.in_flight() == 0:
+                snap = snapshot(self.sb.state())
+                open_ops = sum(n for s, n in snap["operations"].items() if s not in TERMINAL)
+                open_orders = sum(n for s, n in snap["orders"].items() if s not in ORDER_TERMINAL)
+                print(f"\n  idle: {status_line(snap)}", file=self.out, flush=True)
+                if not open_ops and not open_orders and self.reports_open() == 0:
+                    return True
+                time.sleep(5)
+                continue
+            time.sleep(3)
+        print(file=self.out)
+        return False
+
+    # -- the records ---------------------------------------------------------------------------
+
+    def _scan(self, table: str, **kwargs: Any) -> Iterable[dict[str, Any]]:
+        ddb = client("dynamodb", self.sb.endpoint)
+        for page in ddb.get_paginator("scan").paginate(TableName=table, **kwargs):
+            yield from page.get("Items", [])
+
+    def _table(self, suffix: str) -> str:
+        return next(t for t in self.sb.topology.tables if t.endswith(suffix))
+
+    def report_states(self) -> dict[str, str]:
+        states = {}
+        for item in self._scan(self._table("reports-verifications")):
+            if item.get("sk", {}).get("S") == "VERIFICATION":
+                states[item["pk"]["S"].removeprefix("REPORT#")] = item.get("status", {}).get("S", "")
+        return states
+
+    def reports_open(self) -> int:
+        states = self.report_states()
+        return sum(1 for r in self.reports if states.get(r) not in REPORT_TERMINAL)
+
+    def operation_records(self) -> dict[str, dict[str, Any]]:
+        found = {}
+        for item in self._scan(lifecycle.operations_table(self.sb.topology.tables)):
+            if item.get("sk", {}).get("S") == "OPERATION":
+                found[item["pk"]["S"].removeprefix("OPERATION#")] = item
+        return found
+
+    def order_records(self) -> dict[str, dict[str, Any]]:
+        found = {}
+        for item in self._scan(self.read.orders_table):
+            if item.get("sk", {}).get("S") == "ORDER":
+                found[item["pk"]["S"].removeprefix("ORDER#")] = item
+        return found
+
+    def dlq_bodies(self) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+        """Every message in every DLQ, read without consuming it: queue -> [(body, attributes)]."""
+        sqs = client("sqs", self.sb.endpoint)
+        found: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for name in sorted(self.sb.topology.dlqs):
+            url = self.sb.topology.queues[name]
+            seen: set[str] = set()
+            idle = 0
+            while idle < 3:
+                messages = sqs.receive_message(
+                    QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], VisibilityTimeout=30
+                ).get("Messages", [])
+                fresh = [m for m in messages if m["MessageId"] not in seen]
+                idle = idle + 1 if not fresh else 0
+                for m in fresh:
+                    seen.add(m["MessageId"])
+                    found.setdefault(name, []).append((m["Body"], m.get("MessageAttributes", {})))
+            if name in found:  # back to visible for the operator
+                for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=0).get(
+                    "Messages", []
+                ):
+                    sqs.change_message_visibility(
+                        QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                    )
+        return found
+
+    def ledger_has(self, poison: Poison) -> bool:
+        from relay.ledger import ledger_key
+
+        table = self._table("core-parked-ledger")
+        item = client("dynamodb", self.sb.endpoint).get_item(
+            TableName=table,
+            Key={k: {"S": v} for k, v in ledger_key(poison.queue, poison.message_id).items()},
+            ConsistentRead=True,
+        )
+        return "Item" in item
+
+    def points(self, customer: str) -> list[dict[str, Any]]:
+        response = self.call("GET", f"/customers/{customer}/points", "GET points")
+        if response is None or response.status_code != 200:
+            return []
+        return list(response.json().get("ledger") or [])
+
+    # -- the verdict ---------------------------------------------------------------------------
+
+    def verdict(self, settled: bool) -> bool:
+        sb = self.sb
+        ops = self.operation_records()
+        orders = self.order_records()
+        report_states = self.report_states()
+        charges = sb.legacy.charges_by_operation()
+        invoices = sb.invoices.invoices_by_operation()
+        notices = sb.receiver.notices_by_key()
+        notified = sb.webhook.deliveries_by_key()
+        shipments = sb.shipping.shipments_by_order()
+        injected = aws_faults.injected(sb.endpoint)
+        kills = dict(sb.runtime.crashes.kills) if sb.runtime else {}
+        timeouts = sum(f.timeouts for f in sb.runtime.functions.values()) if sb.runtime else 0
+        duplicated = sum(m.stats.duplicated_records for m in (sb.mappings.items if sb.mappings else []))
+        dlqs = self.dlq_bodies()
+        queue_left = {
+            n: q["visible"] + q["inFlight"]
+            for n, q in snapshot(sb.state())["queues"].items()
+            if q["visible"] + q["inFlight"]
+        }
+        left_behind = lifecycle.stranded(sb.endpoint, lifecycle.operations_table(sb.topology.tables))
+
+        states = Counter(str(item.get("status", {}).get("S")) for item in ops.values())
+        no_reason = [
+            op
+            for op, item in ops.items()
+            if item.get("status", {}).get("S") in TERMINAL
+            and item["status"]["S"] != "COMPLETED"
+            and not item.get("error")
+        ]
+        not_terminal = [op for op, item in ops.items() if item.get("status", {}).get("S") not in TERMINAL]
+        lost = [op for op in self.payments if op not in ops]
+        completed = [op for op, item in ops.items() if item["status"]["S"] == "COMPLETED"]
+        charged_wrong = [op for op in completed if charges.get(op, 0) != 1] + [
+            op for op, item in ops.items() if item["status"]["S"] != "COMPLETED" and charges.get(op, 0)
+        ]
+        invoiced_wrong = [op for op in completed if invoices.get(op, 0) != 1] + [
+            op for op, item in ops.items() if item["status"]["S"] != "COMPLETED" and invoices.get(op, 0)
+        ]
+        callbacks = [op for op, info in self.payments.items() if info.get("callback")]
+        notice_wrong = [
+            op
+            for op in callbacks
+            if ops.get(op, {}).get("status", {}).get("S") in TERMINAL
+            and (notices.get(f"{op}:notice") or {}).get("valid", 0) < 1
+        ]
+        notice_repeats = sum(max(0, sum(v.values()) - 1) for v in notices.values())
+
+        order_states = Counter(str(item.get("status", {}).get("S")) for item in orders.values())
+        ours = {o: orders.get(o, {}) for o in self.orders}
+        orders_open = [o for o, item in ours.items() if item.get("status", {}).get("S") not in ORDER_TERMINAL]
+        paid = [o for o, item in ours.items() if item.get("status", {}).get("S") == "PAID"]
+        unpaid = [o for o in ours if o not in paid]
+        shipped_wrong = [o for o in paid if shipments.get(o) != 1] + [o for o in unpaid if shipments.get(o)]
+        per_unit = next(
+            (
+                int(f.environment["POINTS_PER_UNIT"])
+                for f in sb.topology.functions.values()
+                if "POINTS_PER_UNIT" in f.environment
+            ),
+            0,
+        )
+        points_wrong = []
+        for o in paid + unpaid:
+            accruals = [
+                e
+                for e in self.points(self.orders[o]["customer"])
+                if e.get("orderId") == o and e.get("kind") == "ACCRUAL"
+            ]
+            owed = per_unit * sum(n for _, n in self.orders[o]["lines"])
+            want = 1 if o in paid else 0
+            if len(accruals) != want or (want and accruals[0].get("points") != owed):
+                status = orders.get(o, {}).get("status", {}).get("S")
+                got = [e.get("points") for e in accruals]
+                points_wrong.append(f"{o[:8]} {status} accruals {got} owed {owed}")
+        holding: Counter[str] = Counter()
+        for o, item in orders.items():
+            if item.get("status", {}).get("S") in ("RESERVED", "PAID") and o in self.orders:
+                for sku, n in self.orders[o]["lines"]:
+                    holding[sku] += n
+        stock = {sku: self.read.stock(sku) for sku in self.levels}
+        stock_wrong = [
+            f"{sku} seeded {self.levels[sku]} = {available} + {reserved}? held {holding[sku]}"
+            for sku, (available, reserved) in stock.items()
+            if available + reserved != self.levels[sku] or reserved != holding[sku]
+        ]
+        events = self.read.events(list(self.orders))
+        order_notified_wrong = [e for e, t in events.items() if t in NOTIFIED and notified.get(e, 0) < 1]
+        archived = Counter(self.read.archived_event_ids())
+        archived_wrong = [e for e in events if archived[e] != 1]
+
+        reports_wrong = [
+            r
+            for r, tampered in self.reports.items()
+            if report_states.get(r) != ("MISMATCH" if tampered else "VERIFIED")
+        ]
+        report_notified_wrong = [r for r in self.reports if notified.get(f"{r}:report-ready", 0) < 1]
+        webhook_repeats = sum(n - 1 for n in notified.values() if n > 1)
+
+        parked_bodies = [(q, body, attrs) for q, items in dlqs.items() for body, attrs in items]
+        poison_found: dict[str, int] = Counter()
+        poison_reasoned: dict[str, bool] = {}
+        strangers = []
+        for queue, body, attrs in parked_bodies:
+            marker = next((p.marker for p in self.poisons if p.marker in body), None)
+            if marker is None:
+                strangers.append((queue, attrs.get("relay.errorClass", {}).get("StringValue", "(no reason)")))
+                continue
+            poison_found[marker] += 1
+            poison_reasoned[marker] = poison_reasoned.get(marker, False) or bool(
+                attrs.get("relay.errorClass", {}).get("StringValue")
+            )
+        poison_wrong = [
+            p for p in self.poisons if not poison_found.get(p.marker) or not poison_reasoned.get(p.marker)
+        ]
+        ledger_wrong = [p for p in self.poisons if not self.ledger_has(p)]
+
+        api_functions = {route.function for spec in sb.topology.apis for route in spec.routes}
+        injected_api = sum(f["n"] for f in injected if f["caller"] in api_functions) + sum(
+            n for fn, n in kills.items() if fn in api_functions
+        )
+        faults_by_kind: Counter[str] = Counter()
+        for f in injected:
+            faults_by_kind[f"{f['kind']}"] += f["n"]
+        garbage_5xx = sum(n for status, n in self.tally.garbage.items() if int(status) >= 500)
+
+        rows: list[tuple[str, str]] = [
+            ("operations sent (payments/orders/reports)", f"{self.operations}"),
+            ("sandbox_ops_per_second (sent → settled)", f"{self.operations / max(self.elapsed, 1e-9):.2f}"),
+            (
+                "CPU ms per operation: emulator / workers / glue+client",
+                " / ".join(f"{1000 * self.cpu.get(p, 0.0) / self.operations:.0f}" for p in CPU_PARTS)
+                + f" (wall {1000 * self.elapsed / self.operations:.0f} ms per operation on 2 cores)",
+            ),
+            (
+                "payment operations",
+                f"{len(ops)}: " + ", ".join(f"{s} {n}" for s, n in sorted(states.items())),
+            ),
+            ("orders", f"{len(orders)}: " + ", ".join(f"{s} {n}" for s, n in sorted(order_states.items()))),
+            (
+                "reports",
+                f"{len(self.reports)}: "
+                + ", ".join(
+                    f"{s} {n}"
+                    for s, n in sorted(Counter(report_states.get(r, "?") for r in self.reports).items())
+                ),
+            ),
+            ("injected: environments killed mid-invocation", str(sum(kills.values()))),
+            ("invocations timed out (at the scaled timeouts)", str(timeouts)),
+            (
+                "injected: AWS API faults",
+                f"{sum(faults_by_kind.values())} ("
+                + ", ".join(f"{k} {n}" for k, n in sorted(faults_by_kind.items()))
+                + ")",
+            ),
+            ("injected: records delivered twice", str(duplicated)),
+            ("injected: partner calls failed or reply lost", str(self.partner_faults())),
+            (
+                "injected: partner outages",
+                ", ".join(f"{k} {n}" for k, n in sorted(self.tally.outages.items())) or "none",
+            ),
+            (
+                "injected: poison messages",
+                f"{len(self.poisons)} ("
+                + ", ".join(f"{k} {n}" for k, n in sorted(Counter(p.kind for p in self.poisons).items()))
+                + ")",
+            ),
+            (
+                "injected: garbage HTTP bodies",
+                ", ".join(f"{k}: {n}" for k, n in sorted(self.tally.garbage.items())),
+            ),
+            (
+                "client answers other than 2xx",
+                ", ".join(
+                    f"{k}: {n}" for k, n in sorted(self.tally.answers.items()) if k[-3:] not in OK_STATUSES
+                )
+                or "none",
+            ),
+            (
+                "client retries / concurrent duplicate pairs",
+                f"{self.tally.replays} / {self.tally.concurrent}",
+            ),
+            (
+                "client-seen 5xx / faults injected into API functions",
+                f"{self.tally.server_errors} / {injected_api}",
+            ),
+            ("webhook / notice redeliveries (same Idempotency-Key)", f"{webhook_repeats} / {notice_repeats}"),
+        ]
+        checks: list[tuple[str, bool, str]] = [
+            ("the run settled: everything terminal, queues empty", settled, ""),
+            (
+                "every accepted operation is terminal, with a reason; none stranded",
+                not not_terminal and not lost and not no_reason and not left_behind,
+                f"{len(not_terminal)} not terminal, {len(lost)} lost, {len(no_reason)} without a reason, "
+                f"stranded {dict(left_behind)}",
+            ),
+            (
+                "each COMPLETED operation charged exactly once, no other charged",
+                not charged_wrong,
+                _few(charged_wrong),
+            ),
+            (
+                "each COMPLETED operation invoiced exactly once, no other invoiced",
+                not invoiced_wrong,
+                _few(invoiced_wrong),
+            ),
+            (
+                "client retries and concurrent duplicates got the same operation",
+                self.tally.replay_mismatches == 0,
+                str(self.tally.replay_mismatches),
+            ),
+            ("every order terminal", not orders_open, _few(orders_open)),
+            (
+                "stock conserved (seeded = available + reserved; reserved = live orders)",
+                not stock_wrong,
+                _few(stock_wrong),
+            ),
+            ("each paid order shipped once, no other shipped", not shipped_wrong, _few(shipped_wrong)),
+            (
+                "each paid order credited its points once, no other credited",
+                not points_wrong,
+                _few(points_wrong),
+            ),
+            (
+                "each order event notified and archived (once per Idempotency-Key)",
+                not order_notified_wrong and not archived_wrong,
+                f"{_few(order_notified_wrong)} {_few(archived_wrong)}",
+            ),
+            (
+                "each report VERIFIED (MISMATCH when tampered) and notified",
+                not reports_wrong and not report_notified_wrong,
+                f"{_few(reports_wrong)} {_few(report_notified_wrong)}",
+            ),
+            ("each completion notice delivered, validly signed", not notice_wrong, _few(notice_wrong)),
+            (
+                "every poison message parked with its reason",
+                not poison_wrong,
+                _few([p.kind + "@" + p.queue for p in poison_wrong]),
+            ),
+            (
+                "every poison message in the parked ledger",
+                not ledger_wrong,
+                _few([p.kind + "@" + p.queue for p in ledger_wrong]),
+            ),
+            ("nothing else parked", not strangers, _few([f"{q}: {c}" for q, c in strangers])),
+            ("nothing left in any queue", not queue_left, _few([f"{q}: {n}" for q, n in queue_left.items()])),
+            (
+                "garbage HTTP bodies got 4xx, never 5xx",
+                garbage_5xx == 0 and not self.tally.garbage.get("202"),
+                "",
+            ),
+            (
+                "clients got no 5xx beyond the injected ones, and no request was given up",
+                self.tally.server_errors <= injected_api and not self.tally.gave_up,
+                f"gave up: {dict(self.tally.gave_up)}" if self.tally.gave_up else "",
+            ),
+        ]
+        width = max(len(r[0]) for r in rows)
+        print("", file=self.out)
+        for label, value in rows:
+            print(f"  {label:<{width}}  {value}", file=self.out)
+        print("", file=self.out)
+        for name, ok, detail in checks:
+            suffix = f"  ({detail.strip()})" if detail.strip() and not ok else ""
+            print(f"  {'PASS' if ok else 'FAIL'}  {name}{suffix}", file=self.out)
+        return all(ok for _, ok, _ in checks)
+
+    def partner_faults(self) -> int:
+        total = 0
+        for fake in self.fakes().values():
+            total += sum(1 for c in fake.calls() if c.get("fault"))
+        return total
+
+
+def _few(items: list[Any], n: int = 5) -> str:
+    if not items:
+        return ""
+    shown = ", ".join(str(i) for i in items[:n])
+    return f"{len(items)}: {shown}{' …' if len(items) > n else ''}"
+
+
+def run_chaos(sandbox: Sandbox, *, operations: int, fault_rate: float, seed: int) -> int:
+    chaos = Chaos(sandbox, operations=operations, fault_rate=fault_rate, seed=seed)
+    ok = chaos.run()
+    verdict = "PASS" if ok else "FAIL"
+    print(f"\n  {verdict}: chaos with {operations} operations, fault rate {fault_rate:g}, seed {seed}")
+    return 0 if ok else 1
