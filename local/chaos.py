@@ -59,6 +59,9 @@ DEFAULT_OPERATIONS = 10_000
 DEFAULT_FAULT_RATE = 0.10
 CI_OPERATIONS = 300
 TIME_SCALE = 1 / 3
+# Execution environments per function: the mappings' MaximumConcurrency (infra/constructs/defaults.py),
+# what Lambda would run at once; the demo's 3 leaves the payment worker the bottleneck at volume.
+CHAOS_WORKERS = 5
 # Of every 20 operations: 12 payments, 5 orders, 3 reports.
 MIX = ("payment",) * 12 + ("order",) * 5 + ("report",) * 3
 POISON_EVERY = 50  # operations per poison message
@@ -303,7 +306,7 @@ class Chaos:
         queue = queues[(n // len(POISON_KINDS)) % len(queues)]
         if kind == "unknown-operation":
             queue = next(q for q in queues if q.endswith("payment-requests"))
-        marker = f"chaos-poison-{self.run_id}-{n}"
+        marker = f"chaos-poison-{self.run_id}-{n:06d}"  # fixed width: no marker is part of another
         if kind == "not-json":
             body = '{"' + marker + '": not json'
         elif kind == "not-an-envelope":

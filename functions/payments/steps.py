@@ -56,12 +56,12 @@ from payments.subscriptions import (
 from relay.backoff import backoff_delay
 from relay.claim_check import get_json, put_json
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
-from relay.errors import InvalidInput, OutcomeUnknown, PermanentError, TransientError
+from relay.errors import DependencyUnavailable, InvalidInput, OutcomeUnknown, PermanentError, TransientError
 from relay.idempotency import BusinessWrite, CommitResult
 from relay.observability import logger, record_metric
 from relay.retry import RetryBudgetSpent
 from relay.side_effects import run_once
-from relay.state_machine import explain_stale
+from relay.state_machine import explain_stale, state_of
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -242,23 +242,44 @@ def _skip(envelope: Envelope, operation: Operation | None, why: str) -> None:
 
 
 def on_stale(
-    plan: TransitionPlan, done: frozenset[Status]
+    plan: TransitionPlan, done: frozenset[Status], concurrent: frozenset[Status] = frozenset()
 ) -> Callable[[Mapping[str, Any] | None], Exception]:
     """A failed transition condition (``relay.state_machine.explain_stale``): only the operation's
     own consumers move it, one step each, so a state other than the one read (and not ``done``) means
-    the step cannot apply: IllegalTransition, parked with the reason, never applied."""
-    return explain_stale(plan, done, elsewhere="illegal")
+    the step cannot apply: IllegalTransition, parked with the reason, never applied. Except a state
+    of ``concurrent``: one this same step runs from, where a concurrent delivery of the step took it
+    (two copies of one PaymentRequested: one moved PENDING -> PAYMENT_PROCESSING -> RECONCILING while
+    the other still read PENDING). That is transient: the retry reads it again and carries on from
+    there, or acknowledges."""
+    explain = explain_stale(plan, done, elsewhere="illegal")
+    if not concurrent:
+        return explain
+
+    def explain_or_retry(old: Mapping[str, Any] | None) -> Exception:
+        status, version = state_of(old)
+        if status is not None and status in concurrent and status not in done:
+            return DependencyUnavailable(
+                f"{plan.label} moved to {status} v{version} by a concurrent delivery of this step (read "
+                f"{plan.source} v{plan.expected_version}); retrying with a fresh read."
+            )
+        return explain(old)
+
+    return explain_or_retry
 
 
-def _advance(
-    deps: StepDeps, operation: Operation, target: Status, done: frozenset[Status]
-) -> Operation | None:
+def _advance(deps: StepDeps, operation: Operation, target: Status, rule: StepRule) -> Operation | None:
     """Apply one transition WITHOUT a marker (the step's work is still ahead). Returns the operation
     as it is now, or None if another delivery already finished the step."""
     plan = plan_step(deps.settings, operation, target)
+    done = rule.done
+    concurrent = rule.runs_from - {operation.status, target}
     try:
         deps.store.apply(
-            [deps.store.transition_write(plan, on_condition_failed=on_stale(plan, done | {target}))]
+            [
+                deps.store.transition_write(
+                    plan, on_condition_failed=on_stale(plan, done | {target}, concurrent)
+                )
+            ]
         )
     except AlreadyApplied:
         current = deps.store.get_operation(operation.operation_id)
@@ -487,7 +508,7 @@ def process_payment(
         _reconcile(envelope, ctx, deps, operation, request, now=now)
         return
     if operation.status is Status.PENDING:
-        advanced = _advance(deps, operation, Status.PAYMENT_PROCESSING, PAYMENT_DONE)
+        advanced = _advance(deps, operation, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
         if advanced is None:
             _skip(envelope, operation, "payment step finished by a concurrent delivery")
             return
@@ -809,7 +830,7 @@ def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operati
     request = get_json(operation.request_ref, s3_client=deps.s3)
 
     if operation.status is Status.PAYMENT_COMPLETED:
-        advanced = _advance(deps, operation, Status.POST_PROCESSING, POST_PROCESSING_DONE)
+        advanced = _advance(deps, operation, Status.POST_PROCESSING, POST_PROCESSING_STEP)
         if advanced is None:
             _skip(envelope, operation, "post-processing finished by a concurrent delivery")
             return

@@ -167,3 +167,38 @@ def test_terminal_states_set_expires_at_from_their_retention(target: Status, day
     plan = plan_transition(operation, target, now=now, error=OperationError("x", "y"), ttl_days=days)
 
     assert plan.set_attributes["expires_at"] == int((now + timedelta(days=days)).timestamp())
+
+
+def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_instead_of_parking(
+    infra: Infrastructure,
+) -> None:
+    """Found by ``make chaos``: two copies of one PaymentRequested; one took the operation PENDING ->
+    PAYMENT_PROCESSING -> RECONCILING while the other still read PENDING. The second's failed condition
+    is a state the payment step itself runs from: a fresh read decides (transient), never a park."""
+    from payments.steps import PAYMENT_DONE, PAYMENT_STEP, on_stale
+    from payments.wiring import wiring
+
+    from relay.errors import DependencyUnavailable
+
+    stale = operation_in(infra, Status.PENDING, version=1)  # what the second copy read
+    apply(stale, Status.PAYMENT_PROCESSING)  # the first copy's steps
+    moved = wiring().store.get_operation(stale.operation_id)
+    assert moved is not None
+    apply(moved, Status.RECONCILING)
+    store = wiring().store
+    plan = plan_transition(stale, Status.PAYMENT_PROCESSING, deadlines=DEADLINES)
+    concurrent = PAYMENT_STEP.runs_from - {Status.PENDING, Status.PAYMENT_PROCESSING}
+    write = store.transition_write(
+        plan, on_condition_failed=on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING}, concurrent)
+    )
+    with pytest.raises(DependencyUnavailable, match="concurrent delivery"):
+        store.apply([write])
+    # Without the step's own states, the same failure is what it was before: parked as illegal.
+    with pytest.raises(IllegalTransition):
+        store.apply(
+            [
+                store.transition_write(
+                    plan, on_condition_failed=on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING})
+                )
+            ]
+        )
