@@ -146,7 +146,7 @@ bench: install ## print benchmark figures (never asserted)
 demo: $(BIN)/.sandbox-installed node_modules/.installed ## the main job: run the whole app locally and drive a payments scenario; exits 0 only if the invariants hold
 	$(BIN)/python -m local demo
 
-# CHAOS_OPERATIONS (10000), CHAOS_FAULT_RATE (0.1) and CHAOS_SEED (1) change the run; CI runs 300 (tests/e2e/test_chaos_e2e.py).
+# CHAOS_OPERATIONS (10000), CHAOS_FAULT_RATE (0.1) and CHAOS_SEED (1) change the run; CI runs 300 (tests/chaos/test_chaos.py).
 chaos: $(BIN)/.sandbox-installed node_modules/.installed ## 10,000 operations under crashes, AWS faults, duplicates, lost replies, outages and poison; exits 0 only if every invariant holds
 	$(BIN)/python -m local chaos
 

@@ -14,7 +14,7 @@ threads' interleaving is not):
   (``local.aws_faults``); the SDK's retries see them as AWS's would be;
 * **duplicate deliveries**: ``rate`` of all batches invoked twice (``local.mappings.DuplicateDelivery``);
 * **lost replies**: the legacy payment system, the invoice API and the shipping API commit ``rate`` of
-  their POSTs and lose the reply (half as a 500, half as a dropped connection);
+  their POSTs and lose the reply (the invoice API with a 500, the other two by dropping the connection);
 * **partner errors**: every fake answers ``rate/2`` of its calls 503, with no effect;
 * **outages**: one external fake at a time down for a few seconds, in turn;
 * **poison**: every kind (not JSON, JSON that is no envelope, an envelope of an unknown major version,
@@ -74,6 +74,7 @@ LOST_REPLY_FAKES = ("legacy", "invoices", "shipping")
 REPORT_TERMINAL = ("VERIFIED", "MISMATCH")
 ORDER_TERMINAL = ("PAID", "CANCELLED", "REJECTED")
 CPU_PARTS = ("emulator", "workers", "glue")
+CANCEL_SHARE = 0.05  # of the accepted payments, cancelled by their client at once
 OK_STATUSES = ("200", "201", "202")
 
 
@@ -99,11 +100,16 @@ class Tally:
     garbage: Counter[str] = field(default_factory=Counter)  # status of garbage POSTs
     outages: Counter[str] = field(default_factory=Counter)
 
+    refused: Counter[str] = field(default_factory=Counter)  # a valid request answered 4xx (not 409)
+    cancels: Counter[str] = field(default_factory=Counter)  # status of POST /operations/{id}/cancel
+
     def add(self, what: str, status: int) -> None:
         with self.lock:
             self.answers[f"{what} {status}"] += 1
             if status >= 500:
                 self.server_errors += 1
+            elif 400 <= status < 500 and status != 409 and not what.startswith("POST /operations/cancel"):
+                self.refused[f"{what} {status}"] += 1
 
 
 class Chaos:
@@ -152,7 +158,7 @@ class Chaos:
                 time.sleep(0.2 * 2**attempt)
                 continue
             self.tally.add(what, response.status_code)
-            if response.status_code < 500 and response.status_code != 409:
+            if response.status_code < 500 and (response.status_code != 409 or "cancel" in path):
                 return response
             time.sleep(0.2 * 2**attempt)
         with self.tally.lock:
@@ -177,11 +183,19 @@ class Chaos:
         operation = response.json()["operationId"]
         with self.lock:
             self.payments[operation] = {"callback": callback}
+        if draw.random() < CANCEL_SHARE:
+            # A client that changed its mind: CANCELLED if still PENDING (then never charged), else 409.
+            cancelled = self.call(
+                "POST", f"/operations/{operation}/cancel", "POST /operations/cancel", body={"reason": "chaos"}
+            )
+            with self.tally.lock:
+                self.tally.cancels[str(cancelled.status_code if cancelled is not None else "none")] += 1
+            return
         if keyed and draw.random() < self.rate:
             again = self.call("POST", "/payments", "POST /payments (retry)", body=body, key=key)
             with self.tally.lock:
                 self.tally.replays += 1
-                if again is None or again.json().get("operationId") != operation:
+                if again is None or again.status_code != 202 or again.json().get("operationId") != operation:
                     self.tally.replay_mismatches += 1
 
     def concurrent_pair(self, body: dict[str, Any], key: str) -> None:
@@ -424,17 +438,20 @@ class Chaos:
                 self.garbage(draw)
 
         done = 0
-        with ThreadPoolExecutor(max_workers=8) as pool:
+        pool = ThreadPoolExecutor(max_workers=8)
+        try:
             for _ in pool.map(one, range(self.operations)):
                 done += 1
                 if done % 500 == 0:
                     self.progress(started, f"{done} sent")
-        self.progress(started, "all sent", newline=True)
-        settled = self.settle(started)
+            self.progress(started, "all sent", newline=True)
+            settled = self.settle(started)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: no send left running
+            self.stop.set()
         self.elapsed = time.monotonic() - started
         cpu_after = cpu_seconds(os.getpid(), self.sb.emulator.pid or -1)
         self.cpu = {part: cpu_after[part] - cpu_before[part] for part in cpu_after}
-        self.stop.set()
         self.disarm()
         lifecycle.sweep_now(self.sb, timeout=120)
         self.read.wait_idle(120)
@@ -448,7 +465,11 @@ class Chaos:
         for name, url in self.sb.topology.queues.items():
             attrs = sqs.get_queue_attributes(
                 QueueUrl=url,
-                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",  # a step's retry waits here
+                ],
             )["Attributes"]
             depth = sum(int(v) for v in attrs.values())
             if name in self.sb.topology.dlqs:
@@ -456,6 +477,22 @@ class Chaos:
             else:
                 work += depth
         return work, parked
+
+    def depths(self) -> dict[str, int]:
+        """Every queue's messages: visible, in flight and delayed."""
+        sqs = client("sqs", self.sb.endpoint)
+        found = {}
+        for name, url in self.sb.topology.queues.items():
+            attrs = sqs.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesNotVisible",
+                    "ApproximateNumberOfMessagesDelayed",
+                ],
+            )["Attributes"]
+            found[name] = sum(int(v) for v in attrs.values())
+        return found
 
     def progress(self, started: float, what: str, *, newline: bool = False) -> None:
         work, parked = self.queued()
@@ -529,6 +566,7 @@ class Chaos:
         for name in sorted(self.sb.topology.dlqs):
             url = self.sb.topology.queues[name]
             seen: set[str] = set()
+            handles: list[str] = []
             idle = 0
             while idle < 3:
                 messages = sqs.receive_message(
@@ -536,16 +574,12 @@ class Chaos:
                 ).get("Messages", [])
                 fresh = [m for m in messages if m["MessageId"] not in seen]
                 idle = idle + 1 if not fresh else 0
+                handles += [m["ReceiptHandle"] for m in messages]
                 for m in fresh:
                     seen.add(m["MessageId"])
                     found.setdefault(name, []).append((m["Body"], m.get("MessageAttributes", {})))
-            if name in found:  # back to visible for the operator
-                for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1, VisibilityTimeout=0).get(
-                    "Messages", []
-                ):
-                    sqs.change_message_visibility(
-                        QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
-                    )
+            for handle in handles:  # back to visible for the operator
+                sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
         return found
 
     def ledger_has(self, poison: Poison) -> bool:
@@ -582,11 +616,7 @@ class Chaos:
         timeouts = sum(f.timeouts for f in sb.runtime.functions.values()) if sb.runtime else 0
         duplicated = sum(m.stats.duplicated_records for m in (sb.mappings.items if sb.mappings else []))
         dlqs = self.dlq_bodies()
-        queue_left = {
-            n: q["visible"] + q["inFlight"]
-            for n, q in snapshot(sb.state())["queues"].items()
-            if q["visible"] + q["inFlight"]
-        }
+        queue_left = {n: depth for n, depth in self.depths().items() if depth and n not in sb.topology.dlqs}
         left_behind = lifecycle.stranded(sb.endpoint, lifecycle.operations_table(sb.topology.tables))
 
         states = Counter(str(item.get("status", {}).get("S")) for item in ops.values())
@@ -600,12 +630,18 @@ class Chaos:
         not_terminal = [op for op, item in ops.items() if item.get("status", {}).get("S") not in TERMINAL]
         lost = [op for op in self.payments if op not in ops]
         completed = [op for op, item in ops.items() if item["status"]["S"] == "COMPLETED"]
-        charged_wrong = [op for op in completed if charges.get(op, 0) != 1] + [
-            op for op, item in ops.items() if item["status"]["S"] != "COMPLETED" and charges.get(op, 0)
-        ]
-        invoiced_wrong = [op for op in completed if invoices.get(op, 0) != 1] + [
-            op for op, item in ops.items() if item["status"]["S"] != "COMPLETED" and invoices.get(op, 0)
-        ]
+        # From the ledgers' side too: a charge or invoice for an operation the table does not hold.
+        charged_wrong = (
+            [op for op in completed if charges.get(op, 0) != 1]
+            + [op for op, item in ops.items() if item["status"]["S"] != "COMPLETED" and charges.get(op, 0)]
+            + [f"unknown {op}" for op in charges if op not in ops]
+        )
+        invoiced_wrong = (
+            [op for op in completed if invoices.get(op, 0) != 1]
+            + [op for op, item in ops.items() if item["status"]["S"] != "COMPLETED" and invoices.get(op, 0)]
+            + [f"unknown {op}" for op in invoices if op not in ops]
+        )
+        cancelled = sum(1 for item in ops.values() if item["status"]["S"] == "CANCELLED")
         callbacks = [op for op, info in self.payments.items() if info.get("callback")]
         notice_wrong = [
             op
@@ -613,6 +649,9 @@ class Chaos:
             if ops.get(op, {}).get("status", {}).get("S") in TERMINAL
             and (notices.get(f"{op}:notice") or {}).get("valid", 0) < 1
         ]
+        notice_wrong += [f"badly signed {k}" for k, v in notices.items() if set(v) - {"valid"}]
+        invited = {f"{op}:notice" for op in callbacks}
+        notice_wrong += [f"uninvited {k}" for k in notices if k not in invited]
         notice_repeats = sum(max(0, sum(v.values()) - 1) for v in notices.values())
 
         order_states = Counter(str(item.get("status", {}).get("S")) for item in orders.values())
@@ -620,7 +659,11 @@ class Chaos:
         orders_open = [o for o, item in ours.items() if item.get("status", {}).get("S") not in ORDER_TERMINAL]
         paid = [o for o, item in ours.items() if item.get("status", {}).get("S") == "PAID"]
         unpaid = [o for o in ours if o not in paid]
-        shipped_wrong = [o for o in paid if shipments.get(o) != 1] + [o for o in unpaid if shipments.get(o)]
+        shipped_wrong = (
+            [o for o in paid if shipments.get(o) != 1]
+            + [o for o in unpaid if shipments.get(o)]
+            + [f"unknown {o}" for o in shipments if o not in orders]
+        )
         per_unit = next(
             (
                 int(f.environment["POINTS_PER_UNIT"])
@@ -723,7 +766,10 @@ class Chaos:
                 + ")",
             ),
             ("injected: records delivered twice", str(duplicated)),
-            ("injected: partner calls failed or reply lost", str(self.partner_faults())),
+            (
+                "injected: partner faults",
+                ", ".join(f"{k} {n}" for k, n in sorted(self.partner_faults().items())) or "none",
+            ),
             (
                 "injected: partner outages",
                 ", ".join(f"{k} {n}" for k, n in sorted(self.tally.outages.items())) or "none",
@@ -737,6 +783,10 @@ class Chaos:
             (
                 "injected: garbage HTTP bodies",
                 ", ".join(f"{k}: {n}" for k, n in sorted(self.tally.garbage.items())),
+            ),
+            (
+                "payments cancelled by their client: answers / CANCELLED",
+                ", ".join(f"{k}: {n}" for k, n in sorted(self.tally.cancels.items())) + f" / {cancelled}",
             ),
             (
                 "client answers other than 2xx",
@@ -819,6 +869,11 @@ class Chaos:
                 "",
             ),
             (
+                "no valid request refused with a 4xx",
+                not self.tally.refused,
+                _few([f"{k}: {n}" for k, n in self.tally.refused.items()]),
+            ),
+            (
                 "clients got no 5xx beyond the injected ones, and no request was given up",
                 self.tally.server_errors <= injected_api and not self.tally.gave_up,
                 f"gave up: {dict(self.tally.gave_up)}" if self.tally.gave_up else "",
@@ -834,11 +889,12 @@ class Chaos:
             print(f"  {'PASS' if ok else 'FAIL'}  {name}{suffix}", file=self.out)
         return all(ok for _, ok, _ in checks)
 
-    def partner_faults(self) -> int:
-        total = 0
+    def partner_faults(self) -> Counter[str]:
+        """The fakes' injected faults by kind (``fault`` of each recorded call)."""
+        kinds: Counter[str] = Counter()
         for fake in self.fakes().values():
-            total += sum(1 for c in fake.calls() if c.get("fault"))
-        return total
+            kinds.update(str(c["fault"]) for c in fake.calls() if c.get("fault"))
+        return kinds
 
 
 def _few(items: list[Any], n: int = 5) -> str:

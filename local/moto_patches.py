@@ -90,6 +90,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -296,7 +297,8 @@ def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> No
 
 
 CLIENT_TOKEN_SECONDS = 600  # DynamoDB: a token is valid for 10 minutes after its first call completed
-_TOKENS: dict[str, tuple[str, float]] = {}  # ClientRequestToken -> (parameters digest, when it succeeded)
+# ClientRequestToken -> (parameters digest, when it succeeded), oldest first (expired from the front).
+_TOKENS: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
 
 def _idempotent_transact_write_items(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -311,8 +313,8 @@ def _idempotent_transact_write_items(original: Callable[..., Any]) -> Callable[.
         digest = hashlib.sha256(json.dumps(parameters, sort_keys=True).encode()).hexdigest()
         with _WRITE_LOCK:
             now = time.monotonic()
-            for stale in [t for t, (_, at) in _TOKENS.items() if now - at > CLIENT_TOKEN_SECONDS]:
-                del _TOKENS[stale]
+            while _TOKENS and now - next(iter(_TOKENS.values()))[1] > CLIENT_TOKEN_SECONDS:
+                _TOKENS.popitem(last=False)
             seen = _TOKENS.get(token)
             if seen is not None:
                 if seen[0] != digest:

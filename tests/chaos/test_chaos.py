@@ -42,12 +42,15 @@ def test_the_short_chaos_profile_keeps_every_invariant(tmp_path: Path) -> None:
         assert sb.runtime is not None and sb.mappings is not None
         kills = sum(sb.runtime.crashes.kills.values())
         faults = {(f["phase"], f["kind"]) for f in aws_faults.injected(sb.endpoint)}
+        partner = chaos.partner_faults()
         duplicated = sum(m.stats.duplicated_records for m in sb.mappings.items)
         denied = denials(sb.endpoint)
     assert ok, table
     assert kills > 0, table
-    assert {phase for phase, _ in faults} == {"before", "after"}, faults
+    assert {kind for _, kind in faults} == set(aws_faults.KINDS), faults
+    assert {"outage", "5xx", "fail_after_commit"} <= set(partner), partner
     assert duplicated > 0, table
     assert len(chaos.poisons) >= CI_OPERATIONS // 50, table
     assert chaos.tally.outages, table
+    assert chaos.tally.replays and chaos.tally.concurrent and chaos.tally.cancels, table
     assert not denied, denied
