@@ -161,7 +161,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _chaos(args: argparse.Namespace) -> int:
-    from local.chaos import CHAOS_WORKERS, TIME_SCALE, run_chaos
+    from local.chaos import CHAOS_WORKERS, CLOCK, TIME_SCALE, run_chaos
 
     signal.signal(signal.SIGTERM, _interrupt)
     if not 0.0 <= args.fault_rate <= 1.0 or args.operations < 1:
@@ -171,6 +171,7 @@ def _chaos(args: argparse.Namespace) -> int:
     config = _config(args)
     config.time_scale = TIME_SCALE
     config.max_workers_per_function = CHAOS_WORKERS
+    config.clock_overrides = dict(CLOCK)
     sandbox = Sandbox(config)
     try:
         sandbox.start()

@@ -62,6 +62,11 @@ TIME_SCALE = 1 / 3
 # Execution environments per function: the mappings' MaximumConcurrency (infra/constructs/defaults.py),
 # what Lambda would run at once; the demo's 3 leaves the payment worker the bottleneck at volume.
 CHAOS_WORKERS = 5
+# The sweeper's silence (production 15 min) and period (5 min), scaled like the timeouts. The demo's
+# 5 s silence, with a sweep every minute, re-drove every operation waiting in a 10,000-operation
+# backlog each minute: the payment-requests queue grew faster than the worker drained it.
+SWEEP_EVERY = 300 * TIME_SCALE
+CLOCK = {"SILENCE_SECONDS": str(round(900 * TIME_SCALE))}
 # Of every 20 operations: 12 payments, 5 orders, 3 reports.
 MIX = ("payment",) * 12 + ("order",) * 5 + ("report",) * 3
 POISON_EVERY = 50  # operations per poison message
@@ -370,8 +375,8 @@ class Chaos:
             fakes[name].set_knobs(outage=False)
 
     def sweeps(self) -> None:
-        """The payments sweeper's schedule, as it fires every few minutes on AWS (here each minute)."""
-        while not self.stop.wait(60):
+        """The payments sweeper's schedule, as it fires every 5 minutes on AWS (here scaled)."""
+        while not self.stop.wait(SWEEP_EVERY):
             try:
                 self.sb.fire_schedule(self.sb.schedule_named(lifecycle.SWEEP_SCHEDULE))
             except Exception as exc:  # a failed firing is the schedule's problem, seen at the end

@@ -74,6 +74,8 @@ class SandboxConfig:
     # RELAY_VISIBILITY_TIMEOUT_SECONDS), keeping the template's ratio: a batch lost to a crash comes
     # back after 1/6 of the production wait at 1/6. 1.0: the template's values.
     time_scale: float = 1.0
+    # FAST_CLOCK values replaced (chaos: the sweeper's silence scaled like the timeouts, not 5 s).
+    clock_overrides: dict[str, str] = field(default_factory=dict)
 
 
 class Sandbox:
@@ -158,7 +160,7 @@ class Sandbox:
                 # The sandbox's callback receivers are local fakes: http on loopback (refused on AWS).
                 env["CALLBACK_ALLOW_LOOPBACK_HTTP"] = "true"
             if cfg.fast_clock:
-                for variable, value in FAST_CLOCK.items():
+                for variable, value in {**FAST_CLOCK, **cfg.clock_overrides}.items():
                     if variable in spec.environment or (
                         variable in KERNEL_VARIABLES and "RELAY_QUEUE_URL" in spec.environment
                     ):
@@ -169,7 +171,7 @@ class Sandbox:
         if cfg.fast_clock:
             self.log(
                 "fast clock: "
-                + ", ".join(f"{k}={v}" for k, v in FAST_CLOCK.items())
+                + ", ".join(f"{k}={v}" for k, v in {**FAST_CLOCK, **cfg.clock_overrides}.items())
                 + " (template values are production timings)"
             )
         self.runtime = Runtime(

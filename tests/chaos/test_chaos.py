@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from local import aws_faults
-from local.chaos import CHAOS_WORKERS, CI_OPERATIONS, DEFAULT_FAULT_RATE, TIME_SCALE, Chaos
+from local.chaos import CHAOS_WORKERS, CI_OPERATIONS, CLOCK, DEFAULT_FAULT_RATE, TIME_SCALE, Chaos
 from local.emulator import free_port
 from local.iam_report import denials
 from local.sandbox import Sandbox, SandboxConfig
@@ -31,6 +31,7 @@ def test_the_short_chaos_profile_keeps_every_invariant(tmp_path: Path) -> None:
         log_dir=tmp_path / "logs",
         time_scale=TIME_SCALE,
         max_workers_per_function=CHAOS_WORKERS,
+        clock_overrides=dict(CLOCK),
     )
     if os.environ.get("RELAY_CDK_OUT"):
         config.cdk_out = Path(os.environ["RELAY_CDK_OUT"]).resolve()
