@@ -647,7 +647,11 @@ class Chaos:
             + [f"unknown {op}" for op in invoices if op not in ops]
         )
         cancelled = sum(1 for item in ops.values() if item["status"]["S"] == "CANCELLED")
-        callbacks = [op for op, info in self.payments.items() if info.get("callback")]
+        # From the table, not the client's memory: a keyless request whose 202 was lost (a crash after
+        # the commit) and that the client sent again left an operation the client never heard of, with
+        # its callbackUrl, and its notice is due all the same.
+        callbacks = [op for op, item in ops.items() if "callbackUrl" in item]
+        unknown_to_client = [op for op in ops if op not in self.payments and "orderId" not in ops[op]]
         notice_wrong = [
             op
             for op in callbacks
@@ -788,6 +792,10 @@ class Chaos:
             (
                 "injected: garbage HTTP bodies",
                 ", ".join(f"{k}: {n}" for k, n in sorted(self.tally.garbage.items())),
+            ),
+            (
+                "operations the client never heard of (keyless, answer lost, sent again)",
+                str(len(unknown_to_client)),
             ),
             (
                 "payments cancelled by their client: answers / CANCELLED",
