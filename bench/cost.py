@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "layers" / "relay" / "python"))
 
+from local.demo import publish_report  # noqa: E402
 from local.emulator import client, free_port  # noqa: E402
 from local.iam_enforcer import CONTROL_PREFIX  # noqa: E402
 from local.sandbox import Sandbox, SandboxConfig  # noqa: E402
@@ -265,32 +266,16 @@ def orders_flow(sb: Sandbox, n: int) -> Drive:
 
 
 def reports_flow(sb: Sandbox, n: int) -> Drive:
-    from relay.envelope import new_envelope
-
     def drive() -> tuple[int, int]:
-        topic = next(arn for name, arn in sb.topology.topics.items() if name.endswith("report-events"))
-        sns = client("sns", sb.endpoint)
         ids = []
         for i in range(n):
             report_id = f"cost-{uuid.uuid4().hex[:8]}"
-            agent = f"cost-agent-{i % 5}"
-            digest = sb.reports.publish(report_id, f"report {report_id}".encode())
-            envelope = new_envelope(
-                "ReportGenerated",
-                identity=[report_id],
-                ids={"reportId": report_id, "agentId": agent},
-                payload={
-                    "reportId": report_id,
-                    "agentId": agent,
-                    "url": f"{sb.reports.base_url}/reports/{report_id}",
-                    "sha256": digest,
-                },
+            publish_report(
+                sb,
+                report_id,
+                f"cost-agent-{i % 5}",
+                f"report {report_id}".encode(),
                 correlation_id="cost-bench",
-            )
-            sns.publish(
-                TopicArn=topic,
-                Message=envelope.to_json(),
-                MessageAttributes={"eventType": {"DataType": "String", "StringValue": "ReportGenerated"}},
             )
             ids.append(report_id)
         keys = [{"pk": {"S": f"REPORT#{r}"}, "sk": {"S": "VERIFICATION"}} for r in ids]

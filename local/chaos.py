@@ -48,7 +48,7 @@ import requests
 
 from local import aws_faults, lifecycle
 from local.cpu import cpu_seconds
-from local.demo import TERMINAL, payment_body
+from local.demo import TERMINAL, payment_body, publish_report
 from local.demo_orders import BASKETS, LIMITED, NOTIFIED, OrdersReader
 from local.emulator import client
 from local.runtime import PROJECT_ROOT
@@ -260,34 +260,20 @@ class Chaos:
                 self.payments[paid.json()["operationId"]] = {"callback": False, "order": order_id}
 
     def report(self, i: int, draw: random.Random) -> None:
-        from relay.envelope import new_envelope
-
         report_id = f"rep-{self.run_id}-{i}"
         agent = f"agent-{self.run_id}-{i % 7}"
         tampered = draw.random() < 0.1
-        content = f"report {report_id} of {agent}".encode()
-        reports = self.sb.reports
         if tampered:
+            reports = self.sb.reports
             with self.lock:
                 reports.set_knobs(tamper_ids=frozenset({*reports.knobs.tamper_ids, report_id}))
-        digest = reports.publish(report_id, content, invisible_reads=1 if draw.random() < 0.1 else 0)
-        envelope = new_envelope(
-            "ReportGenerated",
-            identity=[report_id],
-            ids={"reportId": report_id, "agentId": agent},
-            payload={
-                "reportId": report_id,
-                "agentId": agent,
-                "url": f"{reports.base_url}/reports/{report_id}",
-                "sha256": digest,
-            },
+        publish_report(
+            self.sb,
+            report_id,
+            agent,
+            f"report {report_id} of {agent}".encode(),
             correlation_id=f"chaos-{self.run_id}",
-        )
-        topic = next(arn for name, arn in self.sb.topology.topics.items() if name.endswith("report-events"))
-        client("sns", self.sb.endpoint).publish(
-            TopicArn=topic,
-            Message=envelope.to_json(),
-            MessageAttributes={"eventType": {"DataType": "String", "StringValue": "ReportGenerated"}},
+            invisible_reads=1 if draw.random() < 0.1 else 0,
         )
         with self.lock:
             self.reports[report_id] = tampered
@@ -463,28 +449,14 @@ class Chaos:
         return self.verdict(settled)
 
     def queued(self) -> tuple[int, int]:
-        """(messages in the work queues, messages in the DLQs): one GetQueueAttributes per queue, cheap
-        next to the table scans of ``snapshot``, which grow with the run and would load the emulator."""
-        sqs = client("sqs", self.sb.endpoint)
-        work = parked = 0
-        for name, url in self.sb.topology.queues.items():
-            attrs = sqs.get_queue_attributes(
-                QueueUrl=url,
-                AttributeNames=[
-                    "ApproximateNumberOfMessages",
-                    "ApproximateNumberOfMessagesNotVisible",
-                    "ApproximateNumberOfMessagesDelayed",  # a step's retry waits here
-                ],
-            )["Attributes"]
-            depth = sum(int(v) for v in attrs.values())
-            if name in self.sb.topology.dlqs:
-                parked += depth
-            else:
-                work += depth
-        return work, parked
+        """(messages in the work queues, messages in the DLQs), from ``depths``: one GetQueueAttributes
+        per queue, cheap next to the table scans of ``snapshot``, which grow with the run."""
+        depths = self.depths()
+        parked = sum(n for name, n in depths.items() if name in self.sb.topology.dlqs)
+        return sum(depths.values()) - parked, parked
 
     def depths(self) -> dict[str, int]:
-        """Every queue's messages: visible, in flight and delayed."""
+        """Every queue's messages: visible, in flight and delayed (a step's retry waits there)."""
         sqs = client("sqs", self.sb.endpoint)
         found = {}
         for name, url in self.sb.topology.queues.items():
@@ -499,7 +471,8 @@ class Chaos:
             found[name] = sum(int(v) for v in attrs.values())
         return found
 
-    def progress(self, started: float, what: str, *, newline: bool = False) -> None:
+    def progress(self, started: float, what: str, *, newline: bool = False) -> int:
+        """Print the queues' depths; returns the work queues' messages."""
         work, parked = self.queued()
         print(
             f"\r  [{time.monotonic() - started:6.0f}s] {what}: queued {work}  parked {parked}  "
@@ -508,14 +481,14 @@ class Chaos:
             file=self.out,
             flush=True,
         )
+        return work
 
     def settle(self, started: float) -> bool:
         """Wait until the queues are empty and nothing is in flight, then until every operation, order
         and report is terminal (the tables are scanned only once the queues are idle)."""
         deadline = time.monotonic() + max(600.0, self.operations * 0.1)
         while time.monotonic() < deadline:
-            self.progress(started, "settling")
-            work, _ = self.queued()
+            work = self.progress(started, "settling")
             if not work and self.sb.in_flight() == 0:
                 snap = snapshot(self.sb.state())
                 open_ops = sum(n for s, n in snap["operations"].items() if s not in TERMINAL)

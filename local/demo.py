@@ -312,6 +312,35 @@ class Scenario:
         return all(checks.values())
 
 
+def publish_report(
+    sb: Sandbox, report_id: str, agent: str, content: bytes, *, correlation_id: str, invisible_reads: int = 0
+) -> None:
+    """A report as an agent produces one: its content in the report API fake, then its
+    ``ReportGenerated`` envelope published to the reports topic (what the verifier consumes)."""
+    sys.path.insert(0, str(PROJECT_ROOT / "layers" / "relay" / "python"))
+    from relay.envelope import new_envelope
+
+    digest = sb.reports.publish(report_id, content, invisible_reads=invisible_reads)
+    envelope = new_envelope(
+        "ReportGenerated",
+        identity=[report_id],
+        ids={"reportId": report_id, "agentId": agent},
+        payload={
+            "reportId": report_id,
+            "agentId": agent,
+            "url": f"{sb.reports.base_url}/reports/{report_id}",
+            "sha256": digest,
+        },
+        correlation_id=correlation_id,
+    )
+    topic = next(arn for name, arn in sb.topology.topics.items() if name.endswith("report-events"))
+    client("sns", sb.endpoint).publish(
+        TopicArn=topic,
+        Message=envelope.to_json(),
+        MessageAttributes={"eventType": {"DataType": "String", "StringValue": "ReportGenerated"}},
+    )
+
+
 class AgentsScenario:
     """Reports published at the start (verified while the payments run), snapshot fired at the end."""
 
@@ -338,33 +367,17 @@ class AgentsScenario:
     def publish(self) -> None:
         if not self.enabled:
             return
-        sys.path.insert(0, str(PROJECT_ROOT / "layers" / "relay" / "python"))
-        from relay.envelope import new_envelope
-
         reports = self.sb.reports
         reports.set_knobs(tamper_ids=frozenset({*reports.knobs.tamper_ids, self.tampered}))
-        sns = client("sns", self.sb.endpoint)
         for agent, report_ids in self.agents.items():
             for report_id in report_ids:
-                content = f"report {report_id} of {agent}".encode()
-                invisible = 2 if report_id in self.late else 0
-                digest = reports.publish(report_id, content, invisible_reads=invisible)
-                envelope = new_envelope(
-                    "ReportGenerated",
-                    identity=[report_id],
-                    ids={"reportId": report_id, "agentId": agent},
-                    payload={
-                        "reportId": report_id,
-                        "agentId": agent,
-                        "url": f"{reports.base_url}/reports/{report_id}",
-                        "sha256": digest,
-                    },
+                publish_report(
+                    self.sb,
+                    report_id,
+                    agent,
+                    f"report {report_id} of {agent}".encode(),
                     correlation_id=f"demo-{self.run_id}",
-                )
-                sns.publish(
-                    TopicArn=self.topic,
-                    Message=envelope.to_json(),
-                    MessageAttributes={"eventType": {"DataType": "String", "StringValue": "ReportGenerated"}},
+                    invisible_reads=2 if report_id in self.late else 0,
                 )
         print(
             f"agents: published {len(self.report_ids)} ReportGenerated of 2 agents (2 late, 1 tampered)",
