@@ -656,17 +656,12 @@ class Chaos:
         )
         points_wrong = []
         for o in paid + unpaid:
-            accruals = [
-                e
-                for e in self.points(self.orders[o]["customer"])
-                if e.get("orderId") == o and e.get("kind") == "ACCRUAL"
-            ]
+            status = str(orders.get(o, {}).get("status", {}).get("S"))
+            ledger = [e for e in self.points(self.orders[o]["customer"]) if e.get("orderId") == o]
             owed = per_unit * sum(n for _, n in self.orders[o]["lines"])
-            want = 1 if o in paid else 0
-            if len(accruals) != want or (want and accruals[0].get("points") != owed):
-                status = orders.get(o, {}).get("status", {}).get("S")
-                got = [e.get("points") for e in accruals]
-                points_wrong.append(f"{o[:8]} {status} accruals {got} owed {owed}")
+            wrong = points_wrong_for(status, ledger, owed)
+            if wrong:
+                points_wrong.append(f"{o[:8]} {wrong}")
         holding: Counter[str] = Counter()
         for o, item in orders.items():
             if item.get("status", {}).get("S") in ("RESERVED", "PAID") and o in self.orders:
@@ -822,7 +817,7 @@ class Chaos:
             ),
             ("each paid order shipped once, no other shipped", not shipped_wrong, _few(shipped_wrong)),
             (
-                "each paid order credited its points once, no other credited",
+                "each paid order credited its points once, a paid-then-rejected one reversed once, no other",
                 not points_wrong,
                 _few(points_wrong),
             ),
@@ -881,6 +876,24 @@ class Chaos:
         for fake in self.fakes().values():
             kinds.update(str(c["fault"]) for c in fake.calls() if c.get("fault"))
         return kinds
+
+
+def points_wrong_for(status: str, ledger: list[dict[str, Any]], owed: int) -> str:
+    """What is wrong with one order's loyalty ledger entries, or "" if nothing.
+
+    A PAID order holds one accrual of ``owed`` and no reversal. An order paid before its reservation and
+    then REJECTED for stock holds that accrual and one equal reversal (in either order: a reversal that
+    came first is offset by the accrual). Any other order holds none.
+    """
+    accruals = [e.get("points") for e in ledger if e.get("kind") == "ACCRUAL"]
+    reversals = [e.get("points") for e in ledger if e.get("kind") == "REVERSAL"]
+    if status == "PAID":
+        right = accruals == [owed] and not reversals
+    elif accruals or reversals:
+        right = status == "REJECTED" and accruals == [owed] and reversals == [-owed]
+    else:
+        right = True
+    return "" if right else f"{status} accruals {accruals} reversals {reversals} owed {owed}"
 
 
 def _few(items: list[Any], n: int = 5) -> str:
