@@ -269,17 +269,17 @@ def on_stale(
 
 def _advance(deps: StepDeps, operation: Operation, target: Status, rule: StepRule) -> Operation | None:
     """Apply one transition WITHOUT a marker (the step's work is still ahead). Returns the operation
-    as it is now, or None if another delivery already finished the step."""
+    as it is now, or None if another delivery already finished the step.
+
+    A plain conditional write (``apply_one``), not a one-item transaction: half the write units. A
+    retry of it after its reply was lost finds ``target`` already applied, which ``on_stale`` explains
+    as AlreadyApplied, and the fresh read below continues from there."""
     plan = plan_step(deps.settings, operation, target)
     done = rule.done
     concurrent = rule.runs_from - {operation.status, target}
     try:
-        deps.store.apply(
-            [
-                deps.store.transition_write(
-                    plan, on_condition_failed=on_stale(plan, done | {target}, concurrent)
-                )
-            ]
+        deps.store.apply_one(
+            deps.store.transition_write(plan, on_condition_failed=on_stale(plan, done | {target}, concurrent))
         )
     except AlreadyApplied:
         current = deps.store.get_operation(operation.operation_id)

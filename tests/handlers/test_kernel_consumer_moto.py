@@ -13,7 +13,7 @@ import pytest
 from relay.consumer import ConsumerSettings, RecordContext, consume
 from relay.envelope import Envelope
 from relay.errors import BusinessRejection, DependencyUnavailable, PermanentError
-from relay.idempotency import CommitResult, apply_writes, commit_once, marker_id, put, update
+from relay.idempotency import CommitResult, apply_write, apply_writes, commit_once, marker_id, put, update
 from tests.builders import FakeContext, envelope, record_from_received, sns_wrapped, sqs_record
 from tests.handlers.moto_env import Aws
 
@@ -251,6 +251,33 @@ def test_apply_writes_commits_all_or_nothing_and_explains_a_failed_condition(aws
     # same transaction cannot succeed).
     with pytest.raises(PermanentError, match="ConditionalCheckFailed"):
         apply_writes([created], ddb_client=aws.ddb)
+
+
+def test_apply_write_is_one_plain_conditional_write_and_its_retry_after_a_commit_meets_its_own_write(
+    aws: Aws,
+) -> None:
+    calls: list[str] = []
+    aws.ddb.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    aws.ddb.put_item(TableName=aws.table, Item={"id": {"S": "order#o-1"}, "status": {"S": "CREATED"}})
+    cancel = status_change(
+        aws,
+        "order#o-1",
+        "CREATED",
+        "CANCELLED",
+        lambda old: IllegalTransition(f"order o-1 is {old['status'] if old else 'gone'}"),
+    )
+    apply_write(cancel, ddb_client=aws.ddb)
+    # One UpdateItem: a one-item transaction would bill the item's write units twice.
+    assert calls == ["PutItem", "UpdateItem"]
+    assert aws.item("order#o-1")["status"]["S"] == "CANCELLED"  # type: ignore[index]
+    # Sent again (botocore's retry after a lost reply), the write meets the item as it left it: the
+    # explanation sees that item, which is how a caller tells its own write from a conflict.
+    with pytest.raises(IllegalTransition, match="order o-1 is CANCELLED"):
+        apply_write(cancel, ddb_client=aws.ddb)
+    unexplained = put(aws.table, {"id": "order#o-1", "status": "NEW"}, "attribute_not_exists(id)")
+    with pytest.raises(PermanentError, match="ConditionalCheckFailed"):
+        apply_write(unexplained, ddb_client=aws.ddb)
+    assert aws.item("order#o-1")["status"]["S"] == "CANCELLED"  # type: ignore[index]
 
 
 def queue_counts(aws: Aws) -> dict[str, int]:

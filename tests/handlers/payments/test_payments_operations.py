@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -202,3 +203,33 @@ def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_
                 )
             ]
         )
+
+
+def test_a_step_advance_is_one_plain_update_and_its_retry_after_a_lost_reply_carries_on(
+    infra: Infrastructure,
+) -> None:
+    """The step's first transition (``_advance``) is a plain conditional UpdateItem, not a one-item
+    transaction (half the write units). If botocore sends it again after its reply was lost, the retry
+    meets the operation as the first attempt left it: the step carries on from there, never parks."""
+    from payments.steps import PAYMENT_STEP, _advance
+    from payments.wiring import wiring
+
+    read = operation_in(infra, Status.PENDING, version=1)
+    calls: list[str] = []
+    deps = wiring()
+
+    def count(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    deps.store.ddb.meta.events.register("before-call.dynamodb", count)
+    try:
+        moved = _advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
+        assert calls == ["UpdateItem"]
+        assert moved is not None and moved.status is Status.PAYMENT_PROCESSING and moved.version == 2
+        # The same write again: what a retry after a lost reply sends.
+        again = _advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
+    finally:
+        deps.store.ddb.meta.events.unregister("before-call.dynamodb", count)
+    assert again is not None and again.status is Status.PAYMENT_PROCESSING and again.version == 2
+    stored = wiring().store.get_operation(read.operation_id)
+    assert stored is not None and stored.version == 2  # applied once

@@ -16,6 +16,7 @@ from relay.idempotency import (
     BusinessWrite,
     CommitResult,
     already_processed,
+    apply_write,
     apply_writes,
     commit_once,
     deserialize_item,
@@ -82,6 +83,11 @@ class EntityStore:
     def apply(self, writes: Sequence[BusinessWrite]) -> None:
         """One transaction without a processed-event marker (an API request)."""
         apply_writes(writes, ddb_client=self.ddb)
+
+    def apply_one(self, write: BusinessWrite) -> None:
+        """One write without a marker as a plain conditional write (``relay.idempotency.apply_write``:
+        half a transaction's write units; its ``on_condition_failed`` must recognise its own write)."""
+        apply_write(write, ddb_client=self.ddb)
 
     def outbox_row(
         self, event: Envelope, key: Mapping[str, str], *, publish_by: datetime | None = None

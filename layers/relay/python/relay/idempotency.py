@@ -192,6 +192,32 @@ def apply_writes(writes: Sequence[BusinessWrite], *, ddb_client: DynamoDBClient)
         raise classify(exc) from exc
 
 
+_SINGLE_ITEM_CALLS = {"Put": "put_item", "Update": "update_item", "Delete": "delete_item"}
+
+
+def apply_write(write: BusinessWrite, *, ddb_client: DynamoDBClient) -> None:
+    """ONE business write as a plain conditional PutItem / UpdateItem / DeleteItem, not a transaction:
+    one item is atomic by itself, and a transaction bills each item's write units twice.
+
+    The difference a caller must handle: botocore retries a request whose reply was lost, and a
+    transaction's retry carries the same ``ClientRequestToken``, so DynamoDB answers it with success; a
+    plain write's retry after it committed fails its own condition instead. ``on_condition_failed``
+    then receives the item AS THIS WRITE LEFT IT and must explain that as already applied
+    (``relay.state_machine.AlreadyApplied``), not as a conflict. A ``ConditionCheck`` has no
+    single-item call: it goes through ``apply_writes``."""
+    call = _SINGLE_ITEM_CALLS.get(write.operation)
+    if call is None:
+        apply_writes([write], ddb_client=ddb_client)
+        return
+    try:
+        getattr(ddb_client, call)(**_with_all_old(write.transact_item)[write.operation])
+    except Exception as exc:
+        if _error_code(exc) == "ConditionalCheckFailedException" and write.on_condition_failed is not None:
+            item = (getattr(exc, "response", {}) or {}).get("Item")
+            raise write.on_condition_failed(deserialize_item(item) if item else None) from exc
+        raise classify(exc) from exc
+
+
 def _explain_cancellation(
     exc: Exception,
     envelope: Envelope,
