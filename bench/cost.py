@@ -310,47 +310,44 @@ def _memory_gb(sb: Sandbox, function: str) -> float:
     return sb.topology.functions[function].memory / 1024
 
 
-def breakdown(sb: Sandbox, m: Measured, duration_ms: float) -> dict[str, float]:
-    """$ per operation, by line (service: what)."""
+def billed_as(service: str, action: str, caller: str) -> tuple[str, str | None]:
+    """The breakdown line a metered request goes to, and the ``bench/prices.json`` key it is billed
+    under (None: AWS does not charge it)."""
+    where = "glue" if caller.startswith("glue:") else "code"
+    if action == "Deliver to SQS":
+        if service == "sns":
+            return "SNS deliveries to SQS (free)", "sns.delivery.sqs"
+        return "EventBridge deliveries to SQS (free)", "events.delivery"
+    if service == "sqs":
+        return f"SQS {action} ({where})", "sqs.request"
+    if service == "sns":
+        return f"SNS {action}", "sns.publish"
+    if service == "dynamodb":
+        if action in ("GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"):
+            return f"DynamoDB {action} (read units)", "dynamodb.rru"
+        return f"DynamoDB {action} (write units)", "dynamodb.wru"
+    if service == "dynamodbstreams":
+        return "DynamoDB Streams (Lambda trigger: free)", None
+    if service == "s3":
+        return f"S3 {action}", "s3.put" if action in ("PutObject", "POST", "CopyObject") else "s3.get"
+    if service == "events":
+        return f"EventBridge {action}", "events.put"
+    if service == "secretsmanager":
+        return f"Secrets Manager {action}", "secretsmanager.api"
+    return f"{service} {action}", None
+
+
+def breakdown(m: Measured, duration_ms: float, memory_gb: Callable[[str], float]) -> dict[str, float]:
+    """$ per operation, by line (service: what). ``memory_gb``: a function's configured memory."""
     lines: dict[str, float] = defaultdict(float)
     for row in m.requests:
-        service, action, billed = row["service"], row["action"], float(row["billed"])
-        billed -= row["empty"]  # idle polling: a fixed cost, not the operation's
-        glue = row["caller"].startswith("glue:")
-        where = "glue" if glue else "code"
-        if action == "Deliver to SQS":
-            key = "sns.delivery.sqs" if service == "sns" else "events.delivery"
-            lines[f"{'SNS' if service == 'sns' else 'EventBridge'} deliveries to SQS (free)"] += price(
-                key, billed
-            )
-        elif service == "sqs":
-            lines[f"SQS {action} ({where})"] += price("sqs.request", billed)
-        elif service == "sns":
-            lines[f"SNS {action}"] += price("sns.publish", billed)
-        elif service == "dynamodb":
-            key = (
-                "dynamodb.rru"
-                if action in ("GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems")
-                else "dynamodb.wru"
-            )
-            lines[f"DynamoDB {action} ({'read' if key.endswith('rru') else 'write'} units)"] += price(
-                key, billed
-            )
-        elif service == "dynamodbstreams":
-            lines["DynamoDB Streams (Lambda trigger: free)"] += 0.0
-        elif service == "s3":
-            key = "s3.put" if action in ("PutObject", "POST", "CopyObject") else "s3.get"
-            lines[f"S3 {action}"] += price(key, billed)
-        elif service == "events":
-            lines[f"EventBridge {action}"] += price("events.put", billed)
-        elif service == "secretsmanager":
-            lines[f"Secrets Manager {action}"] += price("secretsmanager.api", billed)
-        else:
-            lines[f"{service} {action}"] += 0.0
+        billed = float(row["billed"]) - row["empty"]  # idle polling: a fixed cost, not the operation's
+        line, key = billed_as(row["service"], row["action"], row["caller"])
+        lines[line] += price(key, billed) if key else 0.0
     for function, count in m.invocations.items():
         lines["Lambda requests"] += price("lambda.request", count)
         lines["Lambda duration"] += price(
-            "lambda.gb_second.arm64", count * duration_ms / 1000 * _memory_gb(sb, function)
+            "lambda.gb_second.arm64", count * duration_ms / 1000 * memory_gb(function)
         )
     lines["CloudWatch Logs (logs + EMF)"] += price("logs.ingest_gb", sum(m.log_bytes.values()) / 1024**3)
     lines["EventBridge Scheduler invocations"] += price("scheduler.invocation", m.schedule_firings)
@@ -401,27 +398,26 @@ FLOOR_PAYMENT: dict[str, tuple[str, float, str]] = {
 
 # -- the naive variant ----------------------------------------------------------------------------
 
-# What a careful team would write without the kernel: Powertools idempotency on each handler (a
-# conditional PutItem IN_PROGRESS, then an UpdateItem COMPLETED: bench/kernel_bench.py measures
-# those 2 writes per new record) plus a separate business write, ONE SNS Publish per event straight
-# from the handler (no outbox), and no batching (SQS batch size 1: a receive, a delete and an
-# invocation per message). Payload storage is the same as the measured flow's (its S3 lines are
-# added as measured), so the comparison is about the messaging and idempotency, not the payloads.
-NAIVE_PAYMENT: dict[str, tuple[str, float, str]] = {
-    "api": ("apigateway.http_request", 2, "POST /payments and one GET"),
-    "api-lambda": ("lambda.request", 2, "one invocation per HTTP request"),
-    "accept-idempotency": ("dynamodb.wru", 2, "Powertools: PutItem IN_PROGRESS + UpdateItem COMPLETED"),
-    "accept-write": ("dynamodb.wru", 1, "the operation's PutItem"),
-    "accept-publish": ("sns.publish", 1, "PaymentRequested, published by the API after its write"),
-    "read": ("dynamodb.rru", 1, "the GET"),
-    "step-receive": ("sqs.request", PAYMENT_STEPS, "batch size 1: one ReceiveMessage per message"),
-    "step-delete": ("sqs.request", PAYMENT_STEPS, "and one DeleteMessage"),
-    "step-lambda": ("lambda.request", PAYMENT_STEPS, "one invocation per message"),
-    "step-idempotency": ("dynamodb.wru", 2 * PAYMENT_STEPS, "Powertools' two writes per step"),
-    "step-read": ("dynamodb.rru", PAYMENT_STEPS, "the operation read"),
-    "step-write": ("dynamodb.wru", PAYMENT_STEPS, "the business UpdateItem"),
-    "step-publish": ("sns.publish", PAYMENT_EVENTS - 1, "one Publish per event after the first"),
-}
+# What a careful team would write without the kernel, built and measured (``bench/naive_payments.py``,
+# real boto3 and Powertools under moto, every request metered by the app's own meter): Powertools
+# idempotency on each handler plus a separate business write, ONE SNS Publish per event straight from
+# the handler (no outbox), and no batching (batch size 1). Its payloads go through S3 as the app's do,
+# so the comparison is about the messaging and idempotency, not the payloads.
+
+
+def naive_payments(operations: int) -> Measured:
+    """The naive variant's N payments as a ``Measured`` (its own in-process moto: call it with no
+    sandbox running in this process, since ``mock_aws`` patches every botocore client)."""
+    from bench.naive_payments import measure_naive
+
+    n = measure_naive(operations)
+    return Measured(
+        flow="naive payments",
+        operations=n.operations,
+        requests=n.requests,
+        invocations=n.invocations,
+        http_requests=n.http_requests,
+    )
 
 
 def model_lines(
@@ -472,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = args.flows.split(",")
         for flow, ops, drive in [f for f in flows if f[0] in chosen]:
             m = measure(sb, flow, ops, drive)
-            lines = breakdown(sb, m, args.duration_ms)
+            lines = breakdown(m, args.duration_ms, lambda function: _memory_gb(sb, function))
             total = sum(lines.values())
             results["flows"][flow] = {
                 "operations": ops,
@@ -509,15 +505,16 @@ def main(argv: list[str] | None = None) -> int:
         payments = results["flows"]["payments"]["usd_per_million"]
         floor_lines = model_lines(FLOOR_PAYMENT, args.duration_ms, memory_gb)
         measured = results["flows"]["payments"]["breakdown_usd_per_million"]
-        naive_lines = model_lines(NAIVE_PAYMENT, args.duration_ms, memory_gb)
-        # The same payload storage and logging as measured (per invocation, for the logs).
-        for line, usd in measured.items():
-            if line.startswith("S3 "):
-                naive_lines[line] = usd / 1e6
+        # Measured after the sandbox closed: its mock_aws would capture the sandbox's clients.
+        naive_m = naive_payments(n)
+        naive_lines = breakdown(naive_m, args.duration_ms, lambda _: memory_gb)
+        # No Powertools Logger in the variant: the app's log bytes per invocation, for its invocations.
         invocations = sum(results["flows"]["payments"]["invocations_per_operation"].values())
-        naive_invocations = sum(u for k, u, _ in NAIVE_PAYMENT.values() if k == "lambda.request")
         logs = measured.get("CloudWatch Logs (logs + EMF)", 0.0) / 1e6
-        naive_lines["logs"] = logs / max(invocations, 1e-9) * naive_invocations
+        naive_lines["CloudWatch Logs (logs + EMF)"] = (
+            logs / max(invocations, 1e-9) * sum(naive_m.invocations.values()) / naive_m.operations
+        )
+        results["naive_requests_per_operation"] = counts(naive_m)
         naive = sum(naive_lines.values()) * 1e6
         floor = sum(floor_lines.values()) * 1e6
         results["cost_per_million_payments_usd"] = payments
@@ -527,7 +524,10 @@ def main(argv: list[str] | None = None) -> int:
         results["naive_usd"] = naive
         results["naive_breakdown_usd_per_million"] = {k: v * 1e6 for k, v in naive_lines.items()}
         results["payments_over_naive"] = payments / naive
-        for title, lines in (("floor (FLOOR_PAYMENT)", floor_lines), ("naive (NAIVE_PAYMENT)", naive_lines)):
+        for title, lines in (
+            ("floor (FLOOR_PAYMENT)", floor_lines),
+            ("naive (bench/naive_payments.py, measured)", naive_lines),
+        ):
             print(f"\n{title}, same prices and duration assumption:")
             for name, usd in sorted(lines.items(), key=lambda kv: -kv[1]):
                 print(f"  {name:<52} ${usd * 1e6:>9,.2f}")
