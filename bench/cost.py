@@ -396,6 +396,53 @@ FLOOR_PAYMENT: dict[str, tuple[str, float, str]] = {
 }
 
 
+# -- the design's floor ---------------------------------------------------------------------------
+
+# The fewest requests a payment needs with the structures ../shared/DESIGN.md names, at the same
+# production batch sizes and with every item under 1 KB: the request claim-checked into S3, the
+# result and the invoice input as S3 refs, the marker and the business write in ONE
+# TransactWriteItems, the outbox row in the same transaction, the intermediate states
+# (PAYMENT_PROCESSING, POST_PROCESSING), and Powertools idempotency around the invoice call (an
+# external side effect). What Relay pays above it is its implementation's; what this pays above
+# FLOOR_PAYMENT is the design's.
+DESIGN_FLOOR_PAYMENT: dict[str, tuple[str, float, str]] = {
+    "api": ("apigateway.http_request", 2, "POST /payments and one GET /operations/{id}"),
+    "api-lambda": ("lambda.request", 2, "one invocation per HTTP request"),
+    "request": ("s3.put", 1, "the whole request into S3 (DESIGN: stored in S3, sha256 recorded)"),
+    "accept": (
+        "dynamodb.wru",
+        2 * 2,
+        "ONE transaction of 2 items (the operation, its outbox row), x2 for a transaction; the "
+        "Idempotency-Key answered by the operation's own id",
+    ),
+    "read": ("dynamodb.rru", 1, "the GET: one strongly consistent GetItem"),
+    "step-read": ("dynamodb.rru", PAYMENT_STEPS, "each step reads the operation once"),
+    "step-commit": (
+        "dynamodb.wru",
+        PAYMENT_STEPS * 3 * 2,
+        "each step: ONE transaction of 3 items (marker, operation, next event's outbox row), x2",
+    ),
+    "intermediate": (
+        "dynamodb.wru",
+        2,
+        "PENDING -> PAYMENT_PROCESSING and PAYMENT_COMPLETED -> POST_PROCESSING: one plain update each",
+    ),
+    "invoice-guard": ("dynamodb.wru", 2, "Powertools idempotency around the invoice call: 2 writes"),
+    "claim-checks": ("s3.put", 2, "the result and the invoice input (DESIGN: S3 refs)"),
+    "claim-reads": ("s3.get", 4, "request (payment), result + request (post-processing), invoice input"),
+    "mark": ("dynamodb.wru", PAYMENT_EVENTS, "each event marked published once (the sweeper's evidence)"),
+    "publish": ("sns.publish", PAYMENT_EVENTS / FLOOR_PUBLISH_BATCH, "PublishBatch of 10 events"),
+    "stream-lambda": (
+        "lambda.request",
+        PAYMENT_EVENTS / FLOOR_STREAM_BATCH,
+        "the publisher, per stream batch",
+    ),
+    "receive": ("sqs.request", PAYMENT_STEPS / FLOOR_BATCH, "the mapping's ReceiveMessage, per batch of 10"),
+    "delete": ("sqs.request", PAYMENT_STEPS / FLOOR_BATCH, "its DeleteMessageBatch"),
+    "step-lambda": ("lambda.request", PAYMENT_STEPS / FLOOR_BATCH, "one invocation per batch of 10"),
+}
+
+
 # -- the naive variant ----------------------------------------------------------------------------
 
 # What a careful team would write without the kernel, built and measured (``bench/naive_payments.py``,
@@ -517,6 +564,11 @@ def main(argv: list[str] | None = None) -> int:
         results["naive_requests_per_operation"] = counts(naive_m)
         naive = sum(naive_lines.values()) * 1e6
         floor = sum(floor_lines.values()) * 1e6
+        design_lines = model_lines(DESIGN_FLOOR_PAYMENT, args.duration_ms, memory_gb)
+        design_floor = sum(design_lines.values()) * 1e6
+        results["design_floor_usd"] = design_floor
+        results["design_floor_breakdown_usd_per_million"] = {k: v * 1e6 for k, v in design_lines.items()}
+        results["payments_over_design_floor"] = payments / design_floor
         results["cost_per_million_payments_usd"] = payments
         results["floor_usd"] = floor
         results["floor_breakdown_usd_per_million"] = {k: v * 1e6 for k, v in floor_lines.items()}
@@ -526,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         results["payments_over_naive"] = payments / naive
         for title, lines in (
             ("floor (FLOOR_PAYMENT)", floor_lines),
+            ("the design's floor (DESIGN_FLOOR_PAYMENT)", design_lines),
             ("naive (bench/naive_payments.py, measured)", naive_lines),
         ):
             print(f"\n{title}, same prices and duration assumption:")
@@ -534,6 +587,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ncost_per_million_payments_usd: {payments:.2f}")
         print(f"floor_usd: {floor:.2f}   ratio: {payments / floor:.2f}x (goal <= 1.15x)")
         print(f"naive_usd: {naive:.2f}   ratio: {payments / naive:.2f}x (goal <= 0.7x)")
+        print(
+            f"design_floor_usd: {design_floor:.2f}   ratio: {payments / design_floor:.2f}x "
+            f"(the design over the floor: {design_floor / floor:.2f}x)"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(f"figures written to {args.json}")
