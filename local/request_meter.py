@@ -16,15 +16,18 @@ Installed in the emulator process outermost (before IAM enforcement), it sees ea
   guards them) and the bus's deliveries to SQS targets (``local.bus_delivery``), via ``delivered``
   (action ``Deliver to SQS``; AWS charges neither).
 
-Item sizes are those of the request's JSON (an item written) and of the answer's (an item read): a
-little above DynamoDB's own measure (attribute names + values), so the write and read units are an
-upper bound. An UpdateItem is measured by its key and values, not by the whole item it leaves.
+DynamoDB writes are measured on the items as stored, before and after (``WriteMeasure``), as
+DynamoDB bills them: a put or an update by the larger of the item's two sizes (an update of one
+attribute of a 3 KB item is 3 units), a delete by the deleted item, x2 in a transaction, plus the
+writes of the global secondary indexes the change touches. Reads are measured by the answer's JSON, a
+little above DynamoDB's own measure (attribute names + values), so the read units are an upper bound.
 
 ``GET /_relay/meter`` answers the counts; ``DELETE /_relay/meter`` starts them again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -160,6 +163,127 @@ def _dynamodb(action: str, request: dict[str, Any], answer: dict[str, Any]) -> f
     return 1.0
 
 
+# -- DynamoDB writes, measured on the stored items ---------------------------------------------------
+
+_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+_KB = 1024
+
+
+def _write_targets(action: str, request: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(kind, table, body) of each item a write request touches."""
+    if action in ("PutItem", "UpdateItem", "DeleteItem"):
+        return [(action[: -len("Item")], str(request.get("TableName")), request)]
+    if action == "TransactWriteItems":
+        return [
+            (kind, str(body.get("TableName")), body)
+            for entry in request.get("TransactItems", [])
+            for kind, body in entry.items()
+        ]
+    if action == "BatchWriteItem":
+        return [
+            (kind[: -len("Request")], table, body)
+            for table, entries in request.get("RequestItems", {}).items()
+            for entry in entries
+            for kind, body in entry.items()
+        ]
+    return []
+
+
+# An item as stored: its size and, per global secondary index it is in, (index key, projection, size).
+Stored = tuple[int, dict[str, tuple[str, str, int]]] | None
+
+
+def _stored(backend: Any, table_name: str, kind: str, body: dict[str, Any]) -> Stored:
+    table = backend.get_table(table_name)
+    if kind == "Put":
+        names = [n for n in (table.hash_key_attr, table.range_key_attr) if n]
+        key = {n: body["Item"][n] for n in names if n in body.get("Item", {})}
+    else:
+        key = body.get("Key") or {}
+    item = backend.get_item(table_name, key)
+    if item is None:
+        return None
+    entries: dict[str, tuple[str, str, int]] = {}
+    for index in table.global_indexes:
+        if all(name in item.attrs for name in index.schema_key_attrs):
+            projected = index.project(item)
+            index_key = json.dumps([item.attrs[n].to_json() for n in index.schema_key_attrs])
+            entries[index.name] = (
+                index_key,
+                json.dumps(projected.to_json(), sort_keys=True),
+                projected.size(),
+            )
+    return int(item.size()), entries
+
+
+def _units(size: int) -> int:
+    return max(1, math.ceil(size / _KB))
+
+
+def _index_units(before: Stored, after: Stored) -> int:
+    """What the global secondary indexes bill for one item's change (the Developer Guide's rules: a new
+    entry 1 write, a changed index key 2, a removed entry 1, changed projected attributes 1)."""
+    old, new = (before or (0, {}))[1], (after or (0, {}))[1]
+    units = 0
+    for name in set(old) | set(new):
+        was, now = old.get(name), new.get(name)
+        if was is None and now is not None:
+            units += _units(now[2])
+        elif was is not None and now is None:
+            units += _units(was[2])
+        elif was is not None and now is not None:
+            if was[0] != now[0]:
+                units += _units(was[2]) + _units(now[2])
+            elif was[1] != now[1]:
+                units += _units(now[2])
+    return units
+
+
+class WriteMeasure:
+    """A DynamoDB write billed as DynamoDB bills it, from the stored items before and after: a put or
+    an update by the larger of the item's two sizes, a delete by the deleted item's, a failed
+    condition by the item it met (1 unit if none), x2 in a transaction; plus the global secondary
+    indexes' writes. A ``ConditionCheck`` keeps the request's measure (``_dynamodb``)."""
+
+    def __init__(self, backend: Any, action: str, request: dict[str, Any]) -> None:
+        self.backend, self.action, self.request = backend, action, request
+        self.targets = _write_targets(action, request)
+        self.before = [self._stored(t) for t in self.targets]
+
+    def _stored(self, target: tuple[str, str, dict[str, Any]]) -> Stored:
+        kind, table, body = target
+        if kind == "ConditionCheck":
+            return None
+        return _stored(self.backend, table, kind, body)
+
+    def billed(self) -> float:
+        transactional = self.action == "TransactWriteItems"
+        total = 0.0
+        for target, before in zip(self.targets, self.before, strict=True):
+            kind, _table, body = target
+            if kind == "ConditionCheck":
+                total += _write_units(_size(body.get("Key", {})), transactional=True)
+                continue
+            after = self._stored(target)
+            sizes = [s[0] for s in (before, after) if s is not None] or [0]
+            size = sizes[0] if kind == "Delete" and before is not None else max(sizes)
+            total += _units(size) * (2 if transactional else 1) + _index_units(before, after)
+        return total
+
+
+def write_measure(account: str, region: str, action: str, body: bytes) -> WriteMeasure | None:
+    """Before a DynamoDB write reaches the emulator: its items as stored (None if not a write, or if
+    its tables cannot be read: then ``_dynamodb`` measures it from the request)."""
+    if action not in _WRITES:
+        return None
+    try:
+        from moto.dynamodb.models import dynamodb_backends
+
+        return WriteMeasure(dynamodb_backends[account][region], action, json.loads(body))
+    except Exception:  # an unknown table, a malformed request: the emulator answers it; measure by request
+        return None
+
+
 def _billed(service: str, action: str, body: bytes, answer_bytes: bytes) -> tuple[float, int]:
     """(billed units, 1 if an empty receive) of one request."""
     try:
@@ -218,12 +342,19 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
         action = _action(environ, service, request.body)
         if service == "dynamodb" and action in _STREAM_ACTIONS:
             service = "dynamodbstreams"  # streams sign as dynamodb; AWS bills them apart
+        writes = None
+        if service == "dynamodb":
+            writes = write_measure(iam_enforcer.STATE.account, region, action, request.body)
         answer = original(self, environ, start_response)
         body = b""
         if action in _ANSWER_MEASURED:
             answer = list(answer)
             body = b"".join(answer)
         billed, empty = _billed(service, action, request.body, body)
+        if writes is not None:
+            # An item changing under the measure (another thread): keep the request's measure.
+            with contextlib.suppress(Exception):
+                billed = writes.billed()
         add(
             _caller(access_key, str(environ.get("HTTP_USER_AGENT", ""))),
             service,

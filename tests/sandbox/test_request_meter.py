@@ -5,10 +5,11 @@ read unit (4 KB; 0.5 eventually consistent, 2 transactional); empty receives and
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from local.request_meter import _billed, _caller
+from local.request_meter import WriteMeasure, _billed, _caller
 
 KB = 1024
 
@@ -69,3 +70,96 @@ def test_put_events_is_billed_per_entry_chunk() -> None:
 def test_a_request_without_a_known_key_is_the_drivers_and_a_glue_agent_names_the_glue() -> None:
     assert _caller(None, "") == "other"
     assert _caller("AKIAUNKNOWN", "Boto3/1.0 relay-glue/esm") == "glue:esm (other)"
+
+
+# -- DynamoDB writes measured on the stored items (WriteMeasure), in-process moto --------------------
+
+
+@pytest.fixture
+def table() -> Any:
+    """A table with a KEYS_ONLY global secondary index on ``due`` (a sparse index, as the deadline
+    index is), in moto's in-process backend: the one the emulator's meter reads."""
+    from moto import mock_aws
+
+    with mock_aws():
+        import boto3
+        from moto.dynamodb.models import dynamodb_backends
+
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "due", "AttributeType": "S"},
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "by-due",
+                    "KeySchema": [{"AttributeName": "due", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                }
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield ddb, dynamodb_backends["123456789012"]["us-east-1"]
+
+
+def _measured(table: Any, action: str, request: dict[str, Any]) -> float:
+    """``request`` sent through boto3, billed by a WriteMeasure taken around it."""
+    ddb, backend = table
+    measure = WriteMeasure(backend, action, request)
+    call = {"PutItem": ddb.put_item, "UpdateItem": ddb.update_item, "DeleteItem": ddb.delete_item}
+    try:
+        if action == "TransactWriteItems":
+            ddb.transact_write_items(**request)
+        else:
+            call[action](**request)
+    except ddb.exceptions.ClientError:
+        pass
+    return measure.billed()
+
+
+def test_an_update_of_one_attribute_is_billed_by_the_whole_item_it_leaves(table: Any) -> None:
+    big = {"pk": {"S": "a"}, "history": {"S": "h" * (3 * KB)}}
+    assert _measured(table, "PutItem", {"TableName": "t", "Item": big}) == 4  # 3 KB + names: 4 units
+    small_update = {
+        "TableName": "t",
+        "Key": {"pk": {"S": "a"}},
+        "UpdateExpression": "SET v = :v",
+        "ExpressionAttributeValues": {":v": {"N": "1"}},
+    }
+    assert _measured(table, "UpdateItem", small_update) == 4  # not 1: the item is 3 KB
+    # In a transaction, twice.
+    assert _measured(table, "TransactWriteItems", {"TransactItems": [{"Update": small_update}]}) == 8
+    # A failed condition is billed by the item it met.
+    failed = {**small_update, "ConditionExpression": "attribute_not_exists(pk)"}
+    assert _measured(table, "UpdateItem", failed) == 4
+    assert _measured(table, "DeleteItem", {"TableName": "t", "Key": {"pk": {"S": "a"}}}) == 4
+    # A put of a new small item, and a delete of an item that is not there: 1 unit each.
+    assert _measured(table, "PutItem", {"TableName": "t", "Item": {"pk": {"S": "b"}}}) == 1
+    assert _measured(table, "DeleteItem", {"TableName": "t", "Key": {"pk": {"S": "c"}}}) == 1
+
+
+def test_a_global_secondary_index_bills_its_own_writes(table: Any) -> None:
+    def set_due(value: str | None) -> dict[str, Any]:
+        if value is None:
+            return {"TableName": "t", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "REMOVE due"}
+        return {
+            "TableName": "t",
+            "Key": {"pk": {"S": "a"}},
+            "UpdateExpression": "SET due = :d",
+            "ExpressionAttributeValues": {":d": {"S": value}},
+        }
+
+    assert _measured(table, "PutItem", {"TableName": "t", "Item": {"pk": {"S": "a"}}}) == 1  # not indexed
+    assert _measured(table, "UpdateItem", set_due("10:00")) == 1 + 1  # the table + an index entry put
+    assert _measured(table, "UpdateItem", set_due("11:00")) == 1 + 2  # index key changed: delete + put
+    unprojected = {
+        "TableName": "t",
+        "Key": {"pk": {"S": "a"}},
+        "UpdateExpression": "SET note = :n",
+        "ExpressionAttributeValues": {":n": {"S": "x"}},
+    }
+    assert _measured(table, "UpdateItem", unprojected) == 1  # KEYS_ONLY: the index is not written
+    assert _measured(table, "UpdateItem", set_due(None)) == 1 + 1  # the index entry deleted
