@@ -66,6 +66,19 @@ class Settings(OutboxSettings):
         sweeper takes the step's message for lost."""
         return moment + timedelta(seconds=self.silence_seconds)
 
+    def redrive_deadline(
+        self, moment: datetime, *, status: Status, since: datetime, redrives: int
+    ) -> datetime:
+        """The deadline after the sweeper's ``redrives + 1``-th re-drive of a step: one silence after
+        the first, doubling after each further one, and never past the moment the sweeper gives the
+        step up (its budget and one silence from ``since``). A step found silent is most often one whose
+        message waits behind a backlog, not one whose message was lost: re-driving it every silence
+        would add a copy per silence to the very queue that is behind (``make chaos`` measured 2,600
+        re-drives into a 5,000-message payment backlog); doubling adds a few at most."""
+        backoff = moment + timedelta(seconds=self.silence_seconds * 2 ** min(redrives, 16))
+        give_up = since + timedelta(seconds=self.budget_seconds(status) + self.silence_seconds)
+        return max(moment + timedelta(seconds=self.silence_seconds), min(backoff, give_up))
+
     @property
     def deadlines(self) -> dict[Status, int]:
         """When the sweeper first looks at an operation after it enters each non-terminal state."""

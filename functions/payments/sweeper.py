@@ -225,7 +225,9 @@ def redrive(deps: LifecycleDeps, cause: Envelope, operation: Operation, now: dat
         {"attempt": 1} if event_type == PAYMENT_RECONCILIATION_DUE else {"status": str(operation.status)}
     )
     event = _step_event(event_type, operation, cause, "redrive", payload=payload)
-    deadline = deps.settings.deadline_after(now)
+    deadline = deps.settings.redrive_deadline(
+        now, status=operation.status, since=operation.since, redrives=operation.redrives
+    )
     try:
         deps.store.apply(
             [

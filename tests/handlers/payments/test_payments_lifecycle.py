@@ -397,3 +397,30 @@ def test_the_sweeper_handler_accepts_only_its_schedules_envelope(
     assert failed_ids(response) == []
     (parked,) = infra.receive_all(queue.dlq_url)
     assert json.loads(parked["Body"])["eventType"] == "PaymentRequested"
+
+
+def test_each_further_redrive_of_a_silent_step_waits_twice_as_long_and_never_past_its_give_up(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by ``make chaos``: a step silent for one silence is most often waiting behind a backlog. A
+    re-drive every silence added a copy per silence to the queue that was behind; doubling the wait
+    after each re-drive adds a few at most, and the give-up stays on time."""
+    from payments.operations import Status
+    from payments.settings import Settings
+
+    operation_id = accepted_operation(payment_request())
+    queued_event(infra, "payment-requests", expect=1)  # lost: never processed
+    t0 = datetime.now(UTC)
+    assert sweep(infra, monkeypatch, at=t0 + timedelta(seconds=901)).redriven == 1  # next look: +900
+    assert sweep(infra, monkeypatch, at=t0 + timedelta(seconds=1802)).redriven == 1  # next look: +1800
+    assert sweep(infra, monkeypatch, at=t0 + timedelta(seconds=2703)).redriven == 0, "not one silence"
+    assert sweep(infra, monkeypatch, at=t0 + timedelta(seconds=3603)).redriven == 1
+    assert item(infra, operation_id)["redrives"] == 3
+
+    settings = Settings(silence_seconds=900, pending_budget_seconds=4000)
+    give_up = t0 + timedelta(seconds=4000 + 900)
+    late = settings.redrive_deadline(t0 + timedelta(seconds=3603), status=Status.PENDING, since=t0, redrives=2)
+    assert late == give_up  # 3603 + 3600 would be past it
+    assert settings.redrive_deadline(
+        give_up, status=Status.PENDING, since=t0, redrives=9
+    ) == give_up + timedelta(seconds=900), "at least one silence"
