@@ -419,7 +419,9 @@ def test_each_further_redrive_of_a_silent_step_waits_twice_as_long_and_never_pas
 
     settings = Settings(silence_seconds=900, pending_budget_seconds=4000)
     give_up = t0 + timedelta(seconds=4000 + 900)
-    late = settings.redrive_deadline(t0 + timedelta(seconds=3603), status=Status.PENDING, since=t0, redrives=2)
+    late = settings.redrive_deadline(
+        t0 + timedelta(seconds=3603), status=Status.PENDING, since=t0, redrives=2
+    )
     assert late == give_up  # 3603 + 3600 would be past it
     assert settings.redrive_deadline(
         give_up, status=Status.PENDING, since=t0, redrives=9
