@@ -366,6 +366,20 @@ def breakdown(m: Measured, duration_ms: float, memory_gb: Callable[[str], float]
 FLOOR_BATCH, FLOOR_STREAM_BATCH, FLOOR_PUBLISH_BATCH = 10, 100, 10
 PAYMENT_STEPS = 3  # payment, post-processing, invoice: each a consumer of one event
 PAYMENT_EVENTS = 4  # PaymentRequested, PaymentCompleted, PostProcessed, InvoiceIssued (one per change)
+# Both floors mark and publish each event, and consume at production batch sizes.
+_MARK_PUBLISH_AND_BATCHES: dict[str, tuple[str, float, str]] = {
+    "mark": ("dynamodb.wru", PAYMENT_EVENTS, "each event marked published once (the sweeper's evidence)"),
+    "publish": ("sns.publish", PAYMENT_EVENTS / FLOOR_PUBLISH_BATCH, "PublishBatch of 10 events"),
+    "stream-lambda": (
+        "lambda.request",
+        PAYMENT_EVENTS / FLOOR_STREAM_BATCH,
+        "the publisher, per stream batch",
+    ),
+    "receive": ("sqs.request", PAYMENT_STEPS / FLOOR_BATCH, "the mapping's ReceiveMessage, per batch of 10"),
+    "delete": ("sqs.request", PAYMENT_STEPS / FLOOR_BATCH, "its DeleteMessageBatch"),
+    "step-lambda": ("lambda.request", PAYMENT_STEPS / FLOOR_BATCH, "one invocation per batch of 10"),
+}
+
 FLOOR_PAYMENT: dict[str, tuple[str, float, str]] = {
     "api": ("apigateway.http_request", 2, "POST /payments and one GET /operations/{id}"),
     "api-lambda": ("lambda.request", 2, "one invocation per HTTP request"),
@@ -383,16 +397,7 @@ FLOOR_PAYMENT: dict[str, tuple[str, float, str]] = {
         "each step: ONE conditional UpdateItem of the operation (state, version, the processed eventId "
         "and the next event in the item)",
     ),
-    "mark": ("dynamodb.wru", PAYMENT_EVENTS, "each event marked published once (the sweeper's evidence)"),
-    "publish": ("sns.publish", PAYMENT_EVENTS / FLOOR_PUBLISH_BATCH, "PublishBatch of 10 events"),
-    "stream-lambda": (
-        "lambda.request",
-        PAYMENT_EVENTS / FLOOR_STREAM_BATCH,
-        "the publisher, per stream batch",
-    ),
-    "receive": ("sqs.request", PAYMENT_STEPS / FLOOR_BATCH, "the mapping's ReceiveMessage, per batch of 10"),
-    "delete": ("sqs.request", PAYMENT_STEPS / FLOOR_BATCH, "its DeleteMessageBatch"),
-    "step-lambda": ("lambda.request", PAYMENT_STEPS / FLOOR_BATCH, "one invocation per batch of 10"),
+    **_MARK_PUBLISH_AND_BATCHES,
 }
 
 
@@ -430,16 +435,7 @@ DESIGN_FLOOR_PAYMENT: dict[str, tuple[str, float, str]] = {
     "invoice-guard": ("dynamodb.wru", 2, "Powertools idempotency around the invoice call: 2 writes"),
     "claim-checks": ("s3.put", 2, "the result and the invoice input (DESIGN: S3 refs)"),
     "claim-reads": ("s3.get", 4, "request (payment), result + request (post-processing), invoice input"),
-    "mark": ("dynamodb.wru", PAYMENT_EVENTS, "each event marked published once (the sweeper's evidence)"),
-    "publish": ("sns.publish", PAYMENT_EVENTS / FLOOR_PUBLISH_BATCH, "PublishBatch of 10 events"),
-    "stream-lambda": (
-        "lambda.request",
-        PAYMENT_EVENTS / FLOOR_STREAM_BATCH,
-        "the publisher, per stream batch",
-    ),
-    "receive": ("sqs.request", PAYMENT_STEPS / FLOOR_BATCH, "the mapping's ReceiveMessage, per batch of 10"),
-    "delete": ("sqs.request", PAYMENT_STEPS / FLOOR_BATCH, "its DeleteMessageBatch"),
-    "step-lambda": ("lambda.request", PAYMENT_STEPS / FLOOR_BATCH, "one invocation per batch of 10"),
+    **_MARK_PUBLISH_AND_BATCHES,
 }
 
 
