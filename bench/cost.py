@@ -453,14 +453,7 @@ def naive_payments(operations: int) -> Measured:
     sandbox running in this process, since ``mock_aws`` patches every botocore client)."""
     from bench.naive_payments import measure_naive
 
-    n = measure_naive(operations)
-    return Measured(
-        flow="naive payments",
-        operations=n.operations,
-        requests=n.requests,
-        invocations=n.invocations,
-        http_requests=n.http_requests,
-    )
+    return measure_naive(operations).measured()
 
 
 def model_lines(

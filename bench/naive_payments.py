@@ -70,6 +70,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
+    from bench.cost import Measured
+
 REGION = "us-east-1"
 OPERATIONS_TABLE = "naive-operations"
 IDEMPOTENCY_TABLE = "naive-idempotency"
@@ -165,17 +167,25 @@ class NaiveMeasured:
     legacy_charges: int = 0  # charges the legacy system made (once per payment, whatever the retries)
     invoices_issued: int = 0
 
+    def measured(self) -> Measured:
+        """As ``bench/cost.py``'s ``Measured``, which its breakdown and counts read."""
+        from bench.cost import Measured
+
+        return Measured(
+            flow="naive payments",
+            operations=self.operations,
+            requests=self.requests,
+            invocations=self.invocations,
+            http_requests=self.http_requests,
+        )
+
     def counts(self) -> dict[str, float]:
-        """Requests per operation by service and action (empty receives apart), as ``cost.counts``."""
-        out: defaultdict[str, float] = defaultdict(float)
-        for row in self.requests:
-            out[f"{row['service']}:{row['action']}"] += (row["requests"] - row["empty"]) / self.operations
-            if row["empty"]:
-                out[f"{row['service']}:{row['action']} (empty, idle polling)"] += (
-                    row["empty"] / self.operations
-                )
-        out["lambda:Invoke"] += sum(self.invocations.values()) / self.operations
-        out["apigateway:HTTP request"] += self.http_requests / self.operations
+        """Requests per operation by service and action (empty receives apart): ``cost.counts``, and
+        the HTTP API's requests."""
+        from bench.cost import counts
+
+        out = counts(self.measured())
+        out["apigateway:HTTP request"] = self.http_requests / self.operations
         return dict(sorted(out.items()))
 
     def units(self) -> dict[str, float]:

@@ -350,7 +350,6 @@ class AgentsScenario:
         topics = [arn for name, arn in sandbox.topology.topics.items() if name.endswith("report-events")]
         tables = [name for name in sandbox.topology.tables if name.endswith("reports-verifications")]
         self.enabled = bool(topics and tables and sandbox.topology.schedules)
-        self.topic = topics[0] if topics else ""
         self.table = tables[0] if tables else ""
         run = uuid.uuid4().hex[:6]
         self.agents = {

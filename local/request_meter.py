@@ -271,25 +271,34 @@ class WriteMeasure:
         return total
 
 
-def write_measure(account: str, region: str, action: str, body: bytes) -> WriteMeasure | None:
+def write_measure(account: str, region: str, action: str, request: dict[str, Any]) -> WriteMeasure | None:
     """Before a DynamoDB write reaches the emulator: its items as stored (None if not a write, or if
     its tables cannot be read: then ``_dynamodb`` measures it from the request)."""
-    if action not in _WRITES:
+    if action not in _WRITES or not request:
         return None
     try:
         from moto.dynamodb.models import dynamodb_backends
 
-        return WriteMeasure(dynamodb_backends[account][region], action, json.loads(body))
+        return WriteMeasure(dynamodb_backends[account][region], action, request)
     except Exception:  # an unknown table, a malformed request: the emulator answers it; measure by request
         return None
 
 
-def _billed(service: str, action: str, body: bytes, answer_bytes: bytes) -> tuple[float, int]:
-    """(billed units, 1 if an empty receive) of one request."""
+def _request_json(body: bytes) -> dict[str, Any]:
+    """A JSON request body (DynamoDB's, SQS's JSON protocol), or {} for anything else."""
     try:
-        request = json.loads(body) if body[:1] == b"{" else {}
+        parsed = json.loads(body) if body[:1] == b"{" else {}
     except ValueError:
-        request = {}
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _billed(
+    service: str, action: str, body: bytes, answer_bytes: bytes, request: dict[str, Any] | None = None
+) -> tuple[float, int]:
+    """(billed units, 1 if an empty receive) of one request; ``request``: ``body`` already parsed."""
+    if request is None:
+        request = _request_json(body)
     if service == "sqs":
         if action == "SendMessage":
             return float(_chunks(len(str(request.get("MessageBody", ""))))), 0
@@ -342,15 +351,16 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
         action = _action(environ, service, request.body)
         if service == "dynamodb" and action in _STREAM_ACTIONS:
             service = "dynamodbstreams"  # streams sign as dynamodb; AWS bills them apart
+        parsed = _request_json(request.body)  # once: the write measure and the billing both read it
         writes = None
         if service == "dynamodb":
-            writes = write_measure(iam_enforcer.STATE.account, region, action, request.body)
+            writes = write_measure(iam_enforcer.STATE.account, region, action, parsed)
         answer = original(self, environ, start_response)
         body = b""
         if action in _ANSWER_MEASURED:
             answer = list(answer)
             body = b"".join(answer)
-        billed, empty = _billed(service, action, request.body, body)
+        billed, empty = _billed(service, action, request.body, body, parsed)
         if writes is not None:
             # An item changing under the measure (another thread): keep the request's measure.
             with contextlib.suppress(Exception):

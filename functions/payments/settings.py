@@ -77,7 +77,7 @@ class Settings(OutboxSettings):
         re-drives into a 5,000-message payment backlog); doubling adds a few at most."""
         backoff = moment + timedelta(seconds=self.silence_seconds * 2 ** min(redrives, 16))
         give_up = since + timedelta(seconds=self.budget_seconds(status) + self.silence_seconds)
-        return max(moment + timedelta(seconds=self.silence_seconds), min(backoff, give_up))
+        return max(self.deadline_after(moment), min(backoff, give_up))
 
     @property
     def deadlines(self) -> dict[Status, int]:

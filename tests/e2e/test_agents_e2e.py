@@ -13,17 +13,15 @@ from typing import Any
 import pytest
 import requests
 
+from local.demo import publish_report
 from local.emulator import client
 from local.eventbridge import Delivery
 from local.sandbox import Sandbox
-from relay.envelope import new_envelope
 
 pytestmark = pytest.mark.e2e
 
 # The hourly snapshot schedule (the payments sweeper's is another one).
 SNAPSHOT_SCHEDULE = "scores-hourly-snapshot"
-
-REPORT_GENERATED = "ReportGenerated"
 
 
 def snapshot_rule(sb: Sandbox) -> Any:
@@ -60,27 +58,6 @@ def verification(sb: Sandbox, report_id: str) -> dict[str, Any] | None:
     return item.get("Item")
 
 
-def publish_report_generated(sb: Sandbox, report_id: str, agent_id: str, sha256: str) -> None:
-    envelope = new_envelope(
-        REPORT_GENERATED,
-        identity=[report_id],
-        ids={"reportId": report_id, "agentId": agent_id},
-        payload={
-            "reportId": report_id,
-            "agentId": agent_id,
-            "url": f"{sb.reports.base_url}/reports/{report_id}",
-            "sha256": sha256,
-        },
-        correlation_id=f"e2e-{report_id}",
-    )
-    topic = next(arn for name, arn in sb.topology.topics.items() if name.endswith("report-events"))
-    client("sns", sb.endpoint).publish(
-        TopicArn=topic,
-        Message=envelope.to_json(),
-        MessageAttributes={"eventType": {"DataType": "String", "StringValue": REPORT_GENERATED}},
-    )
-
-
 @dataclass
 class Reports:
     agents: dict[str, list[str]]  # agent -> its report ids
@@ -101,12 +78,14 @@ def reports(sandbox: Sandbox) -> Reports:
     sandbox.reports.set_knobs(tamper_ids=frozenset({*sandbox.reports.knobs.tamper_ids, tampered}))
     for agent, report_ids in agents.items():
         for report_id in report_ids:
-            digest = sandbox.reports.publish(
+            publish_report(
+                sandbox,
                 report_id,
+                agent,
                 f"report {report_id} of {agent}".encode(),
+                correlation_id=f"e2e-{report_id}",
                 invisible_reads=2 if report_id in late else 0,
             )
-            publish_report_generated(sandbox, report_id, agent, digest)
     all_ids = [r for ids in agents.values() for r in ids]
     wait_for("every report has a verification record", lambda: all(verification(sandbox, r) for r in all_ids))
     return Reports(agents, late, tampered)
