@@ -519,7 +519,12 @@ class Chaos:
                 open_orders = sum(n for s, n in snap["orders"].items() if s not in ORDER_TERMINAL)
                 print(f"\n  idle: {status_line(snap)}", file=self.out, flush=True)
                 if not open_ops and not open_orders and self.reports_open() == 0:
-                    return True
+                    # The last terminal write's events (completion notices) may still be in its table's
+                    # stream, unread: a stream poller reads about four times a second.
+                    time.sleep(1)
+                    if not self.queued()[0] and self.sb.in_flight() == 0:
+                        return True
+                    continue
                 time.sleep(5)
                 continue
             time.sleep(3)

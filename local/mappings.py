@@ -197,6 +197,10 @@ class SqsMapping:
         for thread in self.threads:
             thread.start()
 
+    def pending(self) -> int:
+        """Messages in the poller's hands (in a batch being invoked); the rest are in the queue."""
+        return self.stats.in_flight
+
     def _receive(self, max_messages: int, wait: int) -> list[dict[str, Any]]:
         response = self.sqs.receive_message(
             QueueUrl=self.queue_url,
@@ -340,6 +344,11 @@ class _Lane:
             del self.records[:count]
             self.first_at = time.monotonic() if self.records else None
 
+    def waiting(self) -> int:
+        """Records read and not yet done: batching, being processed, or waiting out a retry's backoff."""
+        with self.cond:
+            return len(self.records)
+
 
 class StreamMapping:
     """DynamoDB stream pollers (moto exposes a single shard per table).
@@ -378,6 +387,15 @@ class StreamMapping:
         self.threads: list[threading.Thread] = []
         self.lanes = max(1, int(spec.parallelization_factor))
         self.hash_key = self._hash_key(endpoint)
+        self._lanes: list[_Lane] = []
+        # Until a read of every shard comes back empty, records may sit in the stream unread.
+        self._unread: dict[str, bool] = {}
+
+    def pending(self) -> int:
+        """Records not yet done: unread in a shard (counted 1 until a read comes back empty), or read
+        and waiting in a lane -- batching, being processed, or waiting out a failed batch's backoff,
+        when no invocation is in flight. Idle means 0 here, not only no invocation in flight."""
+        return sum(self._unread.values()) + sum(lane.waiting() for lane in self._lanes)
 
     def _hash_key(self, endpoint: str) -> str | None:
         table = self.spec.source_arn.split(":table/", 1)[-1].split("/stream/", 1)[0]
@@ -400,6 +418,8 @@ class StreamMapping:
         for shard in shards:
             shard_id = shard["ShardId"]
             lanes = [_Lane() for _ in range(self.lanes)]
+            self._lanes += lanes
+            self._unread[shard_id] = True
             targets: list[tuple[Callable[..., None], tuple[Any, ...], str]] = [
                 (self._read, (shard_id, lanes), f"stream-{shard_id[-8:]}")
             ]
@@ -430,6 +450,7 @@ class StreamMapping:
                 record = _jsonable(record)
                 record["eventSourceARN"] = self.spec.source_arn
                 lanes[self._lane_of(record)].put(record)
+            self._unread[shard_id] = bool(records)
             if not records:
                 # Lambda polls each shard about four times a second.
                 self.stop.wait(0.25)

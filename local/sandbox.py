@@ -401,7 +401,10 @@ class Sandbox:
                 mapping.paused.clear()
 
     def in_flight(self) -> int:
-        return sum(item.stats.in_flight for item in self.mappings.items) if self.mappings else 0
+        """Records the event source mappings hold and have not finished: 0 means that whatever the
+        queues do not show is done (a stream batch waiting out its retry backoff counts, as do stream
+        records not read yet)."""
+        return sum(item.pending() for item in self.mappings.items) if self.mappings else 0
 
     def close(self) -> None:
         if self.control is not None:

@@ -82,3 +82,93 @@ def test_duplicate_delivery_at_a_rate_is_seeded_and_still_honours_the_named_func
     assert switch.applies("relay-dev-payments-Api")
     with pytest.raises(ValueError, match="probability"):
         switch.set_rate(-0.1)
+
+
+class _Shard:
+    """A one-shard stream that hands out its records once, then reads empty."""
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self.records = records
+
+    def get_shard_iterator(self, **_: Any) -> dict[str, str]:
+        return {"ShardIterator": "it"}
+
+    def get_records(self, **_: Any) -> dict[str, Any]:
+        records, self.records = self.records, []
+        return {"Records": records, "NextShardIterator": "it"}
+
+
+class _FailsOnce:
+    """The function: its first invocation fails, the next ones succeed; ``calls`` counts them."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def invoke(self, runtime: Any, function: str, batch: list[dict[str, Any]], stats: Any) -> InvokeResult:
+        self.calls += 1
+        return InvokeResult(ok=self.calls > 1, error_type="" if self.calls > 1 else "Boom")
+
+
+class _HeldBackoff(threading.Event):
+    """The mapping's stop event, whose retry backoff (a wait of 0.5 s or more) lasts until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_backoff = threading.Event()
+        self.release = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is not None and timeout >= 0.5:
+            self.in_backoff.set()
+            self.release.wait(5)
+            return self.is_set()
+        return super().wait(timeout)
+
+
+def test_a_stream_batch_waiting_out_its_retry_backoff_is_still_pending_with_nothing_in_flight() -> None:
+    from local.mappings import MappingStats
+    from local.provision import MappingSpec
+
+    mapping = lane_router(1)
+    mapping.spec = MappingSpec(
+        function="relay-test-outbox",
+        source_arn="arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/x",
+        kind="dynamodb",
+        batch_size=10,
+        batching_window=0.0,
+        report_batch_item_failures=True,
+        max_concurrency=None,
+        starting_position="TRIM_HORIZON",
+        max_retry_attempts=3,
+        on_failure_arn=None,
+        bisect_on_error=False,
+        enabled=True,
+    )
+    mapping.streams = _Shard([record("a", 1), record("b", 2)])  # type: ignore[assignment]
+    function = _FailsOnce()
+    stop = _HeldBackoff()
+    mapping.duplicates = function  # type: ignore[assignment]
+    mapping.runtime = None  # type: ignore[assignment]
+    mapping.stop, mapping.log, mapping.stats, mapping.retries = stop, print, MappingStats(), 0
+    lanes = [_Lane()]
+    mapping._lanes, mapping._unread, mapping.threads = list(lanes), {"shard-1": True}, []
+    assert mapping.pending() == 1  # nothing read yet: the stream may hold records
+    reader = threading.Thread(target=mapping._read, args=("shard-1", lanes), daemon=True)
+    worker = threading.Thread(target=mapping._work, args=("shard-1", lanes[0]), daemon=True)
+    reader.start()
+    worker.start()
+    try:
+        assert stop.in_backoff.wait(5), "the failed batch never backed off"
+        assert function.calls == 1 and mapping.stats.in_flight == 0
+        assert mapping.pending() >= 2, "the two records of the failed batch are not done"
+        stop.release.set()
+        for _ in range(500):
+            if mapping.pending() == 0:
+                break
+            threading.Event().wait(0.01)
+        assert function.calls == 2 and mapping.pending() == 0
+    finally:
+        stop.set()
+        stop.release.set()
+        reader.join(2)
+        worker.join(2)
