@@ -24,6 +24,9 @@ def handler(event, context):
     CALLS.append(event)
     if event.get("sleep"):
         time.sleep(event["sleep"])
+    if event.get("allocateMb"):
+        blob = b"\x01" * (event["allocateMb"] << 20)  # written, so resident
+        del blob
     print("invoked", len(CALLS), flush=True)
     return {
         "pid": os.getpid(),
@@ -48,12 +51,19 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture(params=["zygote", "fresh interpreter"])
 def runtime(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runtime:
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "probe.py").write_text(HANDLER)
     monkeypatch.setenv("RELAY_TEST_PARENT_ONLY", "leaked")
     if request.param != "zygote":
         monkeypatch.setenv("RELAY_LOCAL_NO_ZYGOTE", "1")
+    rt = probe_runtime(tmp_path, memory=1024)
+    assert (rt.zygote is not None) == (request.param == "zygote")
+    request.addfinalizer(rt.close)
+    return rt
+
+
+def probe_runtime(tmp_path: Path, *, memory: int) -> Runtime:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "probe.py").write_text(HANDLER)
     spec = FunctionSpec(
         name="relay-test-probe",
         logical_id="Probe",
@@ -63,19 +73,16 @@ def runtime(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
         layer_dirs=[],
         environment={"GREETING": "hello"},
         timeout=2,
-        memory=1024,
+        memory=memory,
         arn="arn:aws:lambda:us-east-1:123456789012:function:relay-test-probe",
     )
-    rt = Runtime(
+    return Runtime(
         {spec.name: spec},
         endpoint="http://127.0.0.1:9",
         log_dir=tmp_path / "logs",
         max_workers=2,
         env_overrides={},
     )
-    assert (rt.zygote is not None) == (request.param == "zygote")
-    request.addfinalizer(rt.close)
-    return rt
 
 
 def test_an_environment_sees_its_function_only_stays_warm_and_is_replaced_after_a_timeout(
@@ -152,3 +159,24 @@ def test_crash_draws_are_seeded_and_a_rate_must_be_a_probability() -> None:
     assert Crashes().draw(1.0) is None
     with pytest.raises(ValueError, match="probability"):
         Crashes(1.5)
+
+
+def test_memory_is_the_environments_own_peak_not_the_peak_of_the_process_that_started_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fresh interpreter is forked and exec'd from this process; ru_maxrss survives an exec, so an
+    # environment used to read this process's peak (a test runner at 1 GB: every call OutOfMemory).
+    monkeypatch.setenv("RELAY_LOCAL_NO_ZYGOTE", "1")
+    ballast = b"\x01" * (200 << 20)  # this process's peak is now above the function's 128 MB
+    rt = probe_runtime(tmp_path, memory=128)
+    try:
+        small = rt.invoke("relay-test-probe", {"n": 1})
+        assert small.ok, small.error_message
+        big = rt.invoke("relay-test-probe", {"allocateMb": 160})
+        assert not big.ok and big.error_type == "Runtime.OutOfMemory", big
+        assert "exceeded MemorySize 128 MB" in big.error_message
+        again = rt.invoke("relay-test-probe", {"n": 2})
+        assert again.ok and again.payload["pid"] != small.payload["pid"]  # the killed one was replaced
+    finally:
+        rt.close()
+        del ballast
