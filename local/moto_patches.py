@@ -79,6 +79,13 @@ and the in-process pipeline test, so both run the same code. Each patch replaces
    The patch keeps, for 10 minutes after each successful call, its token and a digest of its
    parameters: the same token with the same parameters answers success without running anything,
    with other parameters `IdempotentParameterMismatchException` (400), as DynamoDB documents.
+12. moto's Query of a table (not of an index) lists and sorts every item of the table, then keeps
+   those of the asked partition: each Query cost O(n log n) in the table's size (0.5 s on a
+   7,763-item table), so a long run's reads, and chaos's verdict, grew quadratic. The items are
+   already held by partition: the patch hands Query that partition alone, and moto's own code does the
+   rest (range conditions, order, pages, limits, filters, projections) unchanged. An index Query
+   still reads every item (moto keeps no index), but unsorted: moto sorts its matches by the index
+   and table keys afterwards, a total order, so the first sort was wasted. Scan keeps moto's path.
 """
 
 from __future__ import annotations
@@ -1057,6 +1064,50 @@ def check_patched_versions() -> None:
         )
 
 
+_PARTITION = threading.local()  # (table, hash key) while a table Query runs on this thread
+
+
+def partition_query() -> Callable[[], None]:
+    """Install patch 12; returns a function that removes it."""
+    import inspect
+
+    from moto.dynamodb.models.table import Table
+
+    original_query, original_all_items = Table.query, Table.all_items
+    signature = inspect.signature(original_query)
+
+    def query(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        index, hash_key = bound.arguments.get("index_name"), bound.arguments.get("hash_key")
+        if not index and hash_key is None:
+            return original_query(self, *args, **kwargs)
+        _PARTITION.key = (self, None if index else hash_key)
+        try:
+            return original_query(self, *args, **kwargs)
+        finally:
+            _PARTITION.key = None
+
+    def all_items(self: Any) -> Any:
+        hint = getattr(_PARTITION, "key", None)
+        if hint is None or hint[0] is not self:
+            return original_all_items(self)
+        if hint[1] is None:  # an index Query: every item, in any order
+            if not self.range_key_attr:
+                return list(self.items.values())
+            return [item for partition in self.items.values() for item in partition.values()]
+        if hint[1] not in self.items:  # a defaultdict: a lookup must not create the partition
+            return []
+        partition = self.items[hint[1]]
+        items = list(partition.values()) if self.range_key_attr else [partition]
+        return sorted(items, key=lambda x: x.range_key) if self.range_key_attr else items
+
+    def remove() -> None:
+        Table.query, Table.all_items = original_query, original_all_items  # type: ignore[method-assign]
+
+    Table.query, Table.all_items = query, all_items  # type: ignore[method-assign]
+    return remove
+
+
 def install_for_server() -> None:
     """All patches, for the lifetime of a moto server process. (Not through the context manager: a
     generator-based one that is garbage-collected runs its `finally` and would undo the patch.)"""
@@ -1069,6 +1120,7 @@ def install_for_server() -> None:
     fast_json_results()
     fast_sqs()
     lock_free_backend_lookup()
+    partition_query()
     import moto.server
 
     moto.server.MotoRequestHandler = keep_alive_request_handler()  # type: ignore[attr-defined,assignment]

@@ -200,6 +200,163 @@ def test_sqs_patch_keeps_visibility_delay_retention_and_the_queue_attributes() -
     assert bodies == sorted({"m0", "m1", "m2", "m3", "m4"} - taken)
 
 
+def test_a_table_query_reads_its_partition_alone_and_answers_what_moto_answers() -> None:
+    """Patch 12: every kind of Query, with and without the patch, response by response; no Query lists
+    the whole table sorted, a Scan still does."""
+    from moto.dynamodb.models.table import Table
+
+    with mock_aws():
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(
+            TableName="t",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                *({"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", "gpk")),
+                {"AttributeName": "gn", "AttributeType": "N"},
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "by-g",
+                    "KeySchema": [{"AttributeName": "gpk", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "ALL"},
+                },
+                {  # the deadline index's shape: a shard, and a moment to compare with
+                    "IndexName": "by-g-n",
+                    "KeySchema": [
+                        {"AttributeName": "gpk", "KeyType": "HASH"},
+                        {"AttributeName": "gn", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                },
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        ddb.create_table(
+            TableName="h",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for p in range(8):
+            ddb.put_item(TableName="h", Item={"pk": {"S": f"P{p}"}, "n": {"N": str(p)}})
+            for r in range(12):
+                item = {"pk": {"S": f"P{p}"}, "sk": {"S": f"R#{r:02d}"}, "n": {"N": str(r)}}
+                if r % 3 == 0:
+                    item["gpk"], item["gn"] = {"S": f"G{r % 2}"}, {"N": str(p % 5)}
+                ddb.put_item(TableName="t", Item=item)
+        queries: list[dict[str, Any]] = [
+            {
+                "TableName": "t",
+                "KeyConditionExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": "P3"}},
+            },
+            {
+                "TableName": "t",
+                "KeyConditionExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": "P9"}},
+            },
+            {
+                "TableName": "t",
+                "KeyConditionExpression": "pk = :p AND begins_with(sk, :s)",
+                "ExpressionAttributeValues": {":p": {"S": "P1"}, ":s": {"S": "R#0"}},
+                "ScanIndexForward": False,
+            },
+            {
+                "TableName": "t",
+                "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+                "ExpressionAttributeValues": {
+                    ":p": {"S": "P2"},
+                    ":a": {"S": "R#03"},
+                    ":b": {"S": "R#08"},
+                    ":n": {"N": "4"},
+                },
+                "FilterExpression": "n > :n",
+                "ProjectionExpression": "sk, n",
+            },
+            {
+                "TableName": "t",
+                "KeyConditionExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": "P4"}},
+                "Select": "COUNT",
+            },
+            {
+                "TableName": "t",
+                "IndexName": "by-g",
+                "KeyConditionExpression": "gpk = :g",
+                "ExpressionAttributeValues": {":g": {"S": "G0"}},
+            },
+            {
+                "TableName": "t",
+                "IndexName": "by-g-n",
+                "KeyConditionExpression": "gpk = :g AND gn <= :n",
+                "ExpressionAttributeValues": {":g": {"S": "G1"}, ":n": {"N": "2"}},
+            },
+            {
+                "TableName": "h",
+                "KeyConditionExpression": "pk = :p",
+                "ExpressionAttributeValues": {":p": {"S": "P5"}},
+            },
+        ]
+
+        def run_all() -> list[Any]:
+            answers: list[Any] = []
+            for query in queries:
+                answers.append({k: v for k, v in ddb.query(**query).items() if k != "ResponseMetadata"})
+                pages, start = [], None  # the same query a page of 5 at a time
+                while True:
+                    extra = {"ExclusiveStartKey": start} if start else {}
+                    page = ddb.query(**query, Limit=5, **extra)
+                    pages.append((page.get("Items"), page.get("Count")))
+                    start = page.get("LastEvaluatedKey")
+                    if not start:
+                        break
+                answers.append(pages)
+            answers.append(ddb.scan(TableName="t", Limit=7)["Items"])
+            return answers
+
+        unpatched = run_all()
+        listed: list[str] = []  # every listing of a whole table, under the patch
+        whole_table = Table.all_items
+
+        def counted(table: Any) -> Any:
+            listed.append(table.name)
+            return whole_table(table)
+
+        Table.all_items = counted  # type: ignore[method-assign]
+        remove = moto_patches.partition_query()
+        try:
+            patched = run_all()
+            del listed[:]
+            ddb.query(**queries[0])
+            ddb.query(**queries[-1])
+            assert listed == []  # table queries list no whole table
+            ddb.query(**queries[-2])  # an index query lists every item, unsorted
+            assert listed == []
+            ddb.scan(TableName="h")
+            assert listed == ["h"]  # a scan keeps moto's path
+        finally:
+            remove()
+            Table.all_items = whole_table  # type: ignore[method-assign]
+    assert patched == unpatched
+    assert [len(a["Items"]) for a in unpatched[0:1]] == [12] and unpatched[2]["Items"] == []
+    assert [i["sk"]["S"] for i in unpatched[4]["Items"]] == [
+        "R#09",
+        "R#08",
+        "R#07",
+        "R#06",
+        "R#05",
+        "R#04",
+        "R#03",
+        "R#02",
+        "R#01",
+        "R#00",
+    ]
+    assert getattr(moto_patches._PARTITION, "key", None) is None
+
+
 def test_the_emulator_keeps_connections_open_and_request_bodies_never_leak_into_the_next_request() -> None:
     """Patch 8, on the real emulator process: several requests (with bodies read or not by moto)
     on one HTTP/1.1 connection, and `Connection: close` still honoured."""
