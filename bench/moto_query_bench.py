@@ -13,20 +13,11 @@ ratio is a same-run comparison.
 
 from __future__ import annotations
 
-import os
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT)]
-for _name, _value in {
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_ACCESS_KEY_ID": "bench",
-    "AWS_SECRET_ACCESS_KEY": "bench",
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-}.items():
-    os.environ.setdefault(_name, _value)
+from in_process_moto import prepare  # bench/, the script's own directory
+
+prepare()
 
 SIZES = (1_000, 4_000, 16_000)
 QUERIES = 200

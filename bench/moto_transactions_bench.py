@@ -1,4 +1,5 @@
-"""TransactWriteItems in the emulator: ``local.moto_patches`` patch 2 beside moto's own implementation.
+"""TransactWriteItems in the emulator: ``local.moto_patches`` patch 2 beside moto's own implementation,
+and patch 13 (no deep copy of the update expression's AST) on top of it.
 Prints ``<name>: <value>`` lines. Figures only -- nothing here is asserted.
 
 Run from the repo root: ``.venv/bin/python bench/moto_transactions_bench.py``.
@@ -14,23 +15,15 @@ goes through boto3 and moto's request handling, as a handler test does.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT)]
-for _name, _value in {
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_ACCESS_KEY_ID": "bench",
-    "AWS_SECRET_ACCESS_KEY": "bench",
-    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
-}.items():
-    os.environ.setdefault(_name, _value)
+from in_process_moto import prepare  # bench/, the script's own directory
+
+prepare()
 
 TABLE = "bench-table"
 ITEMS = 5_000
@@ -59,13 +52,13 @@ def _transaction(i: int) -> list[dict[str, Any]]:
     ]
 
 
-def _per_transaction_us(count: int, patched: bool, via_client: bool) -> float:
+def _per_transaction_us(count: int, patched: bool, via_client: bool, uncopied_asts: bool) -> float:
     import boto3
     from moto import mock_aws
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from local.moto_patches import fast_atomic_dynamodb
+    from local.moto_patches import fast_atomic_dynamodb, single_use_update_asts
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
@@ -83,17 +76,22 @@ def _per_transaction_us(count: int, patched: bool, via_client: bool) -> float:
                 {"pk": {"S": f"item#{i}"}, "n": {"N": "0"}, "steps": {"L": []}, "note": {"S": "x" * 200}},
             )
         transact: Callable[[list[dict[str, Any]]], Any] = (
-            (lambda items: client.transact_write_items(TransactItems=items))
+            (lambda items: client.transact_write_items(TransactItems=items))  # type: ignore[arg-type]
             if via_client
             else (lambda items: backend.transact_write_items(items))  # looked up after patching
         )
         transactions = [_transaction(i) for i in range(count)]
         if patched:
-            with fast_atomic_dynamodb():
-                started = time.process_time()
-                for items in transactions:
-                    transact(items)
-                elapsed = time.process_time() - started
+            remove = single_use_update_asts() if uncopied_asts else None
+            try:
+                with fast_atomic_dynamodb():
+                    started = time.process_time()
+                    for items in transactions:
+                        transact(items)
+                    elapsed = time.process_time() - started
+            finally:
+                if remove is not None:
+                    remove()
         else:
             started = time.process_time()
             for items in transactions:
@@ -103,11 +101,14 @@ def _per_transaction_us(count: int, patched: bool, via_client: bool) -> float:
     return elapsed / count * 1e6
 
 
-RUNS = {
-    "moto_own_backend": (MOTO_OWN_TRANSACTIONS, False, False),
-    "patched_backend": (TRANSACTIONS, True, False),
-    "moto_own_client": (MOTO_OWN_TRANSACTIONS, False, True),
-    "patched_client": (TRANSACTIONS, True, True),
+# name: (transactions, patch 2, through the client, patch 13)
+RUNS: dict[str, tuple[int, bool, bool, bool]] = {
+    "moto_own_backend": (MOTO_OWN_TRANSACTIONS, False, False, False),
+    "patched_backend": (TRANSACTIONS, True, False, False),
+    "moto_own_client": (MOTO_OWN_TRANSACTIONS, False, True, False),
+    "patched_client": (TRANSACTIONS, True, True, False),
+    # Patch 13 on top: the update expression's AST validated without moto's deep copy of it.
+    "patched_uncopied_ast_client": (TRANSACTIONS, True, True, True),
 }
 
 
@@ -125,10 +126,11 @@ def main() -> None:
         )
         for name in RUNS
     }
-    for name, (count, _, _) in RUNS.items():
+    for name, (count, *_) in RUNS.items():
         print(f"{name}_us_per_transaction: {us[name]:.0f}  ({count} transactions)")
     for via in ("backend", "client"):
         print(f"moto_own_over_patched_{via}: {us[f'moto_own_{via}'] / us[f'patched_{via}']:.0f}")
+    print(f"patched_over_uncopied_ast_client: {us['patched_client'] / us['patched_uncopied_ast_client']:.2f}")
 
 
 if __name__ == "__main__":
