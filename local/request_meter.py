@@ -22,7 +22,7 @@ attribute of a 3 KB item is 3 units), a delete by the deleted item, x2 in a tran
 writes of the global secondary indexes the change touches. Reads are measured by the answer's JSON, a
 little above DynamoDB's own measure (attribute names + values), so the read units are an upper bound.
 
-``GET /_relay/meter`` answers the counts; ``DELETE /_relay/meter`` starts them again.
+``GET /_relay/iam/meter`` answers the counts; ``DELETE /_relay/iam/meter`` starts them again.
 """
 
 from __future__ import annotations
