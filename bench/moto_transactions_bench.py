@@ -16,6 +16,7 @@ goes through boto3 and moto's request handling, as a handler test does.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -115,22 +116,7 @@ def _validation_us() -> tuple[float, float]:
 
     from local.moto_patches import single_use_update_asts
 
-    names = {
-        f"#{n}": n
-        for n in (
-            "status",
-            "updatedAt",
-            "stateSince",
-            "version",
-            "history",
-            "deadline",
-            "shard",
-            "attempts",
-            "paymentId",
-            "error",
-            "lease",
-        )
-    }
+    names = {name: name[1:] for name in re.findall(r"#\w+", STEP_UPDATE)}
     values: dict[str, dict[str, Any]] = {
         ":to": {"S": "PAYMENT_PROCESSING"},
         ":now": {"S": "2026-12-02T00:00:00Z"},
@@ -204,7 +190,7 @@ def main() -> None:
         )
         for name in RUNS
     }
-    for name, (count, *_) in RUNS.items():
+    for name, (count, _, _) in RUNS.items():
         print(f"{name}_us_per_transaction: {us[name]:.0f}  ({count} transactions)")
     for via in ("backend", "client"):
         print(f"moto_own_over_patched_{via}: {us[f'moto_own_{via}'] / us[f'patched_{via}']:.0f}")

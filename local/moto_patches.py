@@ -1103,8 +1103,8 @@ def partition_query() -> Callable[[], None]:
         if hint[1] not in self.items:  # a defaultdict: a lookup must not create the partition
             return []
         partition = self.items[hint[1]]
-        items = list(partition.values()) if self.range_key_attr else [partition]
-        return sorted(items, key=lambda x: x.range_key) if self.range_key_attr else items
+        # Unsorted: moto's Query sorts the partition by its range key itself.
+        return list(partition.values()) if self.range_key_attr else [partition]
 
     def remove() -> None:
         Table.query, Table.all_items = original_query, original_all_items  # type: ignore[method-assign]
