@@ -17,7 +17,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff clean
+.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff stateful-manifest clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -154,11 +154,16 @@ chaos: $(BIN)/.sandbox-installed node_modules/.installed ## 10,000 operations un
 local: $(BIN)/.sandbox-installed node_modules/.installed ## start the local sandbox (emulator :4566, HTTP API :8000) until Ctrl-C
 	$(BIN)/python -m local up
 
+# deploy and diff use the assembly `make synth` just wrote for STAGE (--app cdk.out): one synth, and what
+# cdk-nag and the guards passed is what is deployed.
 deploy: synth ## deploy every stack to the AWS account in your credentials (STAGE=dev|prod)
-	npx cdk deploy --all -c stage=$(STAGE)
+	npx cdk deploy --app cdk.out --all
 
-diff: install ## show what a deploy would change
-	npx cdk diff --all -c stage=$(STAGE)
+diff: synth ## show what a deploy would change (STAGE=dev|prod)
+	npx cdk diff --app cdk.out --all
+
+stateful-manifest: install ## rewrite infra/stateful-resources.json from a synth; REASON="the migration" is required when it changes
+	$(BIN)/python -m infra.update_safety --reason "$(REASON)"
 
 clean: ## remove build output (keeps .venv, .venv-checkov and node_modules)
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -11,7 +11,10 @@ Rules:
   (SNS cannot use that key: the topic accepts the message and the queue never receives it);
 - RELAY-BATCH-FAILURES: every SQS event source mapping reports batch item failures;
 - RELAY-DLQ: every queue that is not itself a dead-letter target has a DLQ;
-- RELAY-S3-EXPIRY: a bucket tagged `relay:min-expiration-days` expires objects no sooner than that.
+- RELAY-S3-EXPIRY: a bucket tagged `relay:min-expiration-days` expires objects no sooner than that;
+- RELAY-EXPORT-REPLACED: no stack exports a value taken from a resource CloudFormation replaces when its
+  content changes (a LayerVersion, a Lambda Version): the value changes with the code, and CloudFormation
+  refuses to update an export another stack imports, so the second deploy after a code change fails.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ SQS_DEFAULT_VISIBILITY = 30
 LAMBDA_DEFAULT_TIMEOUT = 3
 MIN_EXPIRATION_TAG = "relay:min-expiration-days"
 _DLQ_KEYS = {"deadLetterTargetArn", "DeadLetterConfig", "DeadLetterQueue", "OnFailure"}
+# Resources every content change replaces (each of their properties requires replacement, per the
+# CloudFormation resource reference), so their Ref and ARNs change with the code.
+REPLACED_ON_CONTENT_CHANGE = {
+    "AWS::Lambda::LayerVersion": "each stack builds its own layers (RelayStack.layers) from the same asset",
+    "AWS::Lambda::Version": "reference an alias, or keep the version in the stack whose resources use it",
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class Finding:
         return f"[{self.rule}] {self.path}: {self.message}"
 
 
-def _refs(value: Any) -> Iterator[str]:
+def referenced_ids(value: Any) -> Iterator[str]:
     """Logical ids referenced (Ref / Fn::GetAtt) anywhere inside a template value."""
     if isinstance(value, dict):
         if "Ref" in value and isinstance(value["Ref"], str):
@@ -51,17 +60,17 @@ def _refs(value: Any) -> Iterator[str]:
             target = value["Fn::GetAtt"]
             yield target[0] if isinstance(target, list) else str(target).split(".")[0]
         for item in value.values():
-            yield from _refs(item)
+            yield from referenced_ids(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _refs(item)
+            yield from referenced_ids(item)
 
 
 def _dlq_targets(value: Any) -> Iterator[str]:
     if isinstance(value, dict):
         for key, item in value.items():
             if key in _DLQ_KEYS:
-                yield from _refs(item)
+                yield from referenced_ids(item)
             else:
                 yield from _dlq_targets(item)
     elif isinstance(value, list):
@@ -70,7 +79,7 @@ def _dlq_targets(value: Any) -> Iterator[str]:
 
 
 def _single_ref(value: Any) -> str | None:
-    refs = list(_refs(value))
+    refs = list(referenced_ids(value))
     return refs[0] if len(refs) == 1 else None
 
 
@@ -168,6 +177,20 @@ def check_template(stack: str, template: dict[str, Any]) -> list[Finding]:
                 f"objects expire after {min(expirations)} days, before queue retention + the redrive window "
                 f"({minimum} days): a redriven message would find its claim check gone",
             )
+    for output_id, output in (template.get("Outputs") or {}).items():
+        if not isinstance(output, dict) or "Export" not in output:
+            continue
+        for source in set(referenced_ids(output.get("Value"))):
+            kind = resources.get(source, {}).get("Type")
+            if kind in REPLACED_ON_CONTENT_CHANGE:
+                add(
+                    "RELAY-EXPORT-REPLACED",
+                    source,
+                    f"output {output_id} exports a value of this {kind}, which CloudFormation replaces "
+                    "whenever its content changes: the exported value would change on the next code change, "
+                    "and CloudFormation refuses to update an export another stack imports (the second "
+                    f"deploy fails). Fix: {REPLACED_ON_CONTENT_CHANGE[kind]}.",
+                )
     return findings
 
 

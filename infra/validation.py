@@ -39,6 +39,7 @@ class RelayGuards:
             "RELAY-BATCH-FAILURES",
             "RELAY-DLQ",
             "RELAY-S3-EXPIRY",
+            "RELAY-EXPORT-REPLACED",
         ]
 
     def validate(self, context: IPolicyValidationContext) -> PolicyValidationPluginReport:

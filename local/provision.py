@@ -579,7 +579,8 @@ class Provisioner:
         return Physical(ref=name, attrs={"Arn": arn, "Name": name})
 
     def _layer(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
-        arn = _arn("lambda", f"layer:{props.get('LayerName') or logical_id}:1")
+        # CloudFormation names an unnamed layer after its stack and logical id: each stack has its own.
+        arn = _arn("lambda", f"layer:{props.get('LayerName') or _generated_name(stack.name, logical_id)}:1")
         python_dir = asset_dir(self.cdk_out, props["Content"]) / "python"
         foreign = _foreign_native_code(python_dir) if python_dir.is_dir() else None
         if foreign is not None:

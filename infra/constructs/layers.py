@@ -33,6 +33,10 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 PIP_PLATFORM = "manylinux2014_aarch64"
 
 _ASSET_EXCLUDES = ["__pycache__", "*.pyc", ".mypy_cache", "python/bin"]
+# Where each layer is built from; read when a layer is built, so a test can synthesize from a changed copy
+# (tests/infra/test_update_safety.py).
+KERNEL_SOURCE = ROOT / "layers" / "relay"
+DEPENDENCY_SOURCE = ROOT / "layers" / "dependencies"
 
 
 @jsii.implements(ILocalBundling)
@@ -73,7 +77,7 @@ def kernel_layer(scope: Construct, construct_id: str = "KernelLayer") -> lambda_
     return lambda_.LayerVersion(
         scope,
         construct_id,
-        code=lambda_.Code.from_asset(str(ROOT / "layers" / "relay"), exclude=_ASSET_EXCLUDES),
+        code=lambda_.Code.from_asset(str(KERNEL_SOURCE), exclude=_ASSET_EXCLUDES),
         compatible_runtimes=[RUNTIME],
         compatible_architectures=[ARCHITECTURE],
         description="Relay reliability kernel (envelope, batch consumption, parking, idempotency, outbox)",
@@ -92,7 +96,7 @@ def _dependency_layer_hash(lock: Path) -> str:
 
 def dependency_layer(scope: Construct, construct_id: str = "DependencyLayer") -> lambda_.LayerVersion:
     """Third-party runtime dependencies (Powertools, pydantic): `layers/dependencies/requirements.lock`."""
-    source = ROOT / "layers" / "dependencies"
+    source = DEPENDENCY_SOURCE
     return lambda_.LayerVersion(
         scope,
         construct_id,

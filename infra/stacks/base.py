@@ -1,6 +1,16 @@
-"""What every Relay stack holds: the validated stage config, its service's naming and removal policy, and
-(for service stacks) the platform pieces from `core`. A stack hands these to each construct it builds, as
-explicit arguments: constructs never look them up."""
+"""What every Relay stack holds: the validated stage config, its service's naming and removal policy, its
+own copy of the two Lambda layers, and (for service stacks) the platform pieces from `core`. A stack hands
+these to each construct it builds, as explicit arguments: constructs never look them up.
+
+Why each stack builds its own layers instead of importing core's: a LayerVersion is replaced whenever its
+content changes, so its ARN changes with every kernel or dependency change. Exported from core and
+imported by the service stacks, that ARN is an export CloudFormation refuses to update while it is in use
+("Cannot update export ... as it is in use by ..."): the second deploy after any code change would fail.
+Built in the stack whose functions use it, the layer is replaced and the functions updated in the same
+stack update (and rolled back together). The layers' assets are shared: the same content has the same
+asset hash, so it is uploaded once. The platform pieces `core` does export (the alarm topic, the bus, the
+parked ledger) keep their ARNs across code changes; `infra.guards` (RELAY-EXPORT-REPLACED) refuses an
+export of anything CloudFormation replaces on a content change."""
 
 from __future__ import annotations
 
@@ -16,6 +26,7 @@ from constructs import Construct
 
 from infra.config import StageConfig
 from infra.constructs.function import FunctionSettings
+from infra.constructs.layers import dependency_layer, kernel_layer
 from infra.constructs.monitoring import MonitoringSettings
 from infra.constructs.naming import Naming
 
@@ -26,14 +37,8 @@ class Platform:
 
     alarm_topic: sns.ITopic
     event_bus: events.IEventBus
-    kernel_layer: lambda_.ILayerVersion
-    dependency_layer: lambda_.ILayerVersion
     # Every queue consumer records its parkings here (relay.ledger); `python -m ops` reads it.
     parked_ledger: dynamodb.ITable | None = None
-
-    @property
-    def layers(self) -> list[lambda_.ILayerVersion]:
-        return [self.dependency_layer, self.kernel_layer]
 
 
 def removal_policy(config: StageConfig) -> RemovalPolicy:
@@ -60,6 +65,7 @@ class RelayStack(Stack):
         self.naming = Naming(prefix=config.prefix, service=service)
         self.removal_policy = removal_policy(config)
         self._platform = platform
+        self._layers: tuple[lambda_.ILayerVersion, ...] | None = None
 
     @property
     def platform(self) -> Platform:
@@ -71,6 +77,18 @@ class RelayStack(Stack):
         self._platform = platform
 
     @property
+    def layers(self) -> tuple[lambda_.ILayerVersion, ...]:
+        """This stack's own dependency and kernel layers (module docstring: why not core's), built on
+        first use, so a stack without functions has none."""
+        if self._layers is None:
+            self._layers = (dependency_layer(self), kernel_layer(self))
+        return self._layers
+
+    def use_layers(self, *layers: lambda_.ILayerVersion) -> None:
+        """Stand-in layers instead of building them (tests that only check synth-time rules)."""
+        self._layers = layers
+
+    @property
     def functions(self) -> FunctionSettings:
         """What every function of this service gets: the runtime settings, the layers, the log policy."""
         return FunctionSettings(
@@ -78,7 +96,7 @@ class RelayStack(Stack):
             stage=self.config.stage,
             metrics_namespace=self.config.metrics_namespace,
             consumers=self.config.consumers,
-            layers=tuple(self.platform.layers),
+            layers=self.layers,
             removal_policy=self.removal_policy,
             parked_ledger=self.platform.parked_ledger,
         )

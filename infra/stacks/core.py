@@ -1,5 +1,6 @@
 """The `core` stack: what every service stack stands on — the app's event bus, the alarm topic and the
-shared Lambda layers.
+parked ledger. It holds no Lambda layers: each service stack builds its own (infra/stacks/base.py says
+why: a layer ARN changes with the code, and an export that changes fails the update).
 
 The alarm key follows the stage's removal policy: retained in prod, because a deleted key makes what it
 encrypted unreadable for good; deleting it is a deliberate `aws kms schedule-key-deletion`.
@@ -20,7 +21,6 @@ from constructs import Construct
 
 from infra.config import StageConfig
 from infra.constructs import defaults
-from infra.constructs.layers import dependency_layer, kernel_layer
 from infra.constructs.tables import ReliableTable
 from infra.stacks.base import Platform, RelayStack
 from relay.ledger import ENTITY_INDEX
@@ -84,8 +84,6 @@ class CoreStack(RelayStack):
             Platform(
                 alarm_topic=alarm_topic,
                 event_bus=self.event_bus,
-                kernel_layer=kernel_layer(self),
-                dependency_layer=dependency_layer(self),
                 parked_ledger=ledger,
             )
         )

@@ -165,10 +165,9 @@ def bare(body: Callable[[RelayStack], None], *, config: StageConfig | None = Non
         Platform(
             alarm_topic=sns.Topic(stack, "AlarmTopic"),
             event_bus=events.EventBus(stack, "Bus"),
-            kernel_layer=layer,
-            dependency_layer=layer,
         )
     )
+    stack.use_layers(layer)
     Validations.of(app).add_plugins(RelayGuards())
     body(stack)
     return app

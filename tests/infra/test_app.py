@@ -24,12 +24,13 @@ def _resources(templates, kind):
     ]
 
 
-def test_the_app_has_a_core_stack_with_bus_alarm_topic_and_layers(templates):
+def test_the_app_has_a_core_stack_with_bus_and_alarm_topic_and_no_layers(templates):
     core = templates["relay-dev-core"]["Resources"]
     kinds = [r["Type"] for r in core.values()]
     assert kinds.count("AWS::Events::EventBus") == 1
     assert kinds.count("AWS::SNS::Topic") == 1
-    assert kinds.count("AWS::Lambda::LayerVersion") == 2
+    # Each service stack builds its own layers (tests/infra/test_layers.py): core exports none.
+    assert kinds.count("AWS::Lambda::LayerVersion") == 0
 
 
 def test_alarm_topic_uses_a_rotating_customer_key_cloudwatch_can_use(templates):

@@ -94,3 +94,34 @@ def test_the_platform_constructs_pass_every_guard():
         consumer(stack, "Worker", queue=rq, handler="svc.worker.handler", timeout=Duration.seconds(60))
 
     bare(body).synth()  # raises if any guard fires
+
+
+def test_an_export_of_a_layer_version_or_a_lambda_version_fails_synth_naming_the_fix(tmp_path):
+    # Both are replaced whenever their content changes; an exported ARN that another stack imports can
+    # then never be updated, and the second deploy after a code change fails.
+    (tmp_path / "python").mkdir()
+
+    def body(stack):
+        layer = lambda_.LayerVersion(stack, "OwnLayer", code=lambda_.Code.from_asset(str(tmp_path)))
+        stack.export_value(layer.layer_version_arn)
+        stack.export_value(_function(stack).current_version.function_arn)
+
+    assert _violations(body, tmp_path) == {
+        "RELAY-EXPORT-REPLACED": {"svc/OwnLayer/Resource", "svc/Fn/CurrentVersion/Resource"}
+    }
+
+
+def test_the_export_guard_names_the_output_and_the_fix():
+    from infra.guards import check_template
+
+    template = {
+        "Resources": {"KernelLayer1": {"Type": "AWS::Lambda::LayerVersion", "Properties": {}}},
+        "Outputs": {"LayerArn": {"Value": {"Ref": "KernelLayer1"}, "Export": {"Name": "core:LayerArn"}}},
+    }
+    (finding,) = check_template("core", template)
+    assert finding.rule == "RELAY-EXPORT-REPLACED"
+    assert "output LayerArn" in finding.message
+    assert "RelayStack.layers" in finding.message
+    # The same value as a plain output (no export) blocks nothing.
+    del template["Outputs"]["LayerArn"]["Export"]
+    assert check_template("core", template) == []

@@ -7,10 +7,10 @@ from infra.constructs.layers import PIP_PLATFORM, ROOT, RUNTIME, RUNTIME_PYTHON_
 
 
 def _layer_dir(synthesized, name: str) -> Path:
-    core = synthesized.assembly.get_stack_by_name("relay-dev-core")
+    payments = synthesized.assembly.get_stack_by_name("relay-dev-payments")
     (layer,) = [
         r
-        for r in core.template["Resources"].values()
+        for r in payments.template["Resources"].values()
         if r["Type"] == "AWS::Lambda::LayerVersion" and name in r["Metadata"]["aws:cdk:path"]
     ]
     asset_hash = layer["Properties"]["Content"]["S3Key"].removesuffix(".zip")
@@ -37,17 +37,24 @@ def test_kernel_layer_ships_the_relay_package_under_python(synthesized):
     assert (_layer_dir(synthesized, "KernelLayer") / "python" / "relay" / "__init__.py").is_file()
 
 
-def test_layers_are_for_arm64_and_the_function_runtime(synthesized):
-    core = synthesized.assembly.get_stack_by_name("relay-dev-core")
-    layers = [
-        r["Properties"]
-        for r in core.template["Resources"].values()
-        if r["Type"] == "AWS::Lambda::LayerVersion"
-    ]
-    assert len(layers) == 2
-    for layer in layers:
-        assert layer["CompatibleArchitectures"] == ["arm64"]
-        assert layer["CompatibleRuntimes"] == ["python3.13"]
+def test_every_stack_with_functions_builds_its_own_two_layers_from_the_same_assets(app_templates):
+    # A layer's ARN changes with its content; imported from another stack it would block the update
+    # (infra/stacks/base.py). Each stack's functions use that stack's own layers, built from one asset each.
+    assets: dict[str, set[str]] = {}
+    for stack, template in app_templates.items():
+        resources = template["Resources"]
+        own = {k: r for k, r in resources.items() if r["Type"] == "AWS::Lambda::LayerVersion"}
+        functions = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Function"]
+        assert len(own) == (2 if functions else 0), stack
+        for logical_id, layer in own.items():
+            props = layer["Properties"]
+            assert props["CompatibleArchitectures"] == ["arm64"]
+            assert props["CompatibleRuntimes"] == ["python3.13"]
+            name = "KernelLayer" if logical_id.startswith("KernelLayer") else "DependencyLayer"
+            assets.setdefault(name, set()).add(props["Content"]["S3Key"])
+        for function in functions:
+            assert sorted(ref["Ref"] for ref in function["Properties"]["Layers"]) == sorted(own), stack
+    assert {name: len(keys) for name, keys in assets.items()} == {"KernelLayer": 1, "DependencyLayer": 1}
 
 
 def test_the_deployed_python_is_the_python_these_tests_run_on():
