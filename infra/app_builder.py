@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
-from infra.config import StageConfig, load_stage_config
+from infra.config import StageConfig, cdk_json_context, load_stage_config
 from infra.stacks.base import RelayStack
 from infra.stacks.core import CoreStack
 from infra.stacks.loyalty import LoyaltyStack
@@ -21,6 +21,11 @@ def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) 
         # The CLI sets this; a plain `python app.py` (tests) would otherwise omit aws:cdk:path and the
         # guards could only name logical ids.
         app.node.set_context("aws:cdk:enable-path-metadata", True)
+    # The CLI passes cdk.json's feature flags; an app built without it (tests, `python app.py`) takes them
+    # from cdk.json, so every synth builds the templates `cdk deploy` would.
+    for flag, value in cdk_json_context().items():
+        if flag.startswith("@aws-cdk") and app.node.try_get_context(flag) is None:
+            app.node.set_context(flag, value)
     config = config or load_stage_config(app)
     env = Environment(account=config.account, region=config.region)
     core = CoreStack(app, f"{config.prefix}-core", config=config, env=env)
