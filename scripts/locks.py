@@ -35,10 +35,6 @@ PYTHON_VERSION = "3.13"
 DEV = "requirements-dev.txt"
 LAYER = "layers/dependencies/requirements.txt"
 LAYER_PLATFORM = "aarch64-manylinux2014"  # infra/constructs/layers.py: pip's manylinux2014_aarch64
-# The Lambda Python runtime's own boto3 and its dependencies: resolved for the layer but never written to its
-# lock, so never shipped in it. aws-xray-sdk (Powertools' tracer extra) requires botocore; a layer copy
-# would shadow the runtime's, which its boto3 was released with (tests/infra/test_layers.py).
-LAYER_RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "urllib3", "python-dateutil", "six")
 ROOT_PLATFORM = "linux"
 COMPILE_COMMAND = "make lock"
 INPUTS_TITLE = "# Inputs (`make check-locks` compares them; after editing one, run `make lock`):"
@@ -116,15 +112,14 @@ class RequirementSet:
     def compile_options(self) -> list[str]:
         platform = LAYER_PLATFORM if self.layer else ROOT_PLATFORM
         options = ["--python-version", PYTHON_VERSION, "--python-platform", platform]
-        if not self.layer:
-            return options
-        left_out = [f"--no-emit-package={name}" for name in LAYER_RUNTIME_PROVIDED]
-        return [*options, "--only-binary", ":all:", *left_out]
+        # The layer ships boto3 and botocore too (layers/dependencies/requirements.txt), at the dev lock's
+        # versions: the SDK the tests run is the SDK Lambda loads, not the runtime's own copy.
+        return [*options, "--only-binary", ":all:"] if self.layer else options
 
     def resolution(self) -> str:
         described = f"python {PYTHON_VERSION}, platform {LAYER_PLATFORM if self.layer else ROOT_PLATFORM}"
         if self.layer:
-            described += ", wheels only, without the runtime's boto3"
+            described += ", wheels only"
         if self.constraints is not None:
             described += f", constraints {_rel(self.constraints.lock)}"
         return described

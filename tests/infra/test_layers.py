@@ -3,6 +3,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import boto3
+import botocore
+
 from infra.constructs.layers import PIP_PLATFORM, ROOT, RUNTIME, RUNTIME_PYTHON_VERSION
 
 
@@ -22,8 +25,44 @@ def test_dependency_layer_holds_arm64_wheels_for_the_lambda_python(synthesized):
     assert (python / "aws_lambda_powertools").is_dir()
     (core_ext,) = list((python / "pydantic_core").glob("_pydantic_core*.so"))
     assert f"cpython-{RUNTIME_PYTHON_VERSION.replace('.', '')}-aarch64-linux-gnu" in core_ext.name
-    # Lambda provides boto3 and botocore: the layer does not carry its own.
-    assert not [p.name for p in python.iterdir() if p.name.split("-")[0] in ("boto3", "botocore")]
+
+
+def test_the_dependency_layer_ships_the_sdk_the_tests_run_on(synthesized):
+    # Lambda puts /opt/python ahead of the runtime's own boto3: the layer's copy is the one loaded.
+    python = _layer_dir(synthesized, "DependencyLayer") / "python"
+    for package, module in (("boto3", boto3), ("botocore", botocore)):
+        assert (python / package / "__init__.py").is_file(), package
+        assert (python / f"{package}-{module.__version__}.dist-info").is_dir(), (package, module.__version__)
+
+
+# Lambda quotas: "250 MB (unzipped)" for a function's deployment package, "all the files you upload,
+# including layers and custom runtimes" (docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
+LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
+
+
+def _unzipped_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+
+
+def test_every_function_with_its_layers_fits_lambdas_unzipped_size_limit(synthesized):
+    sizes: dict[str, int] = {}
+    for stack in synthesized.assembly.stacks:
+        resources = stack.template["Resources"]
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::Lambda::Function" or "S3Key" not in resource["Properties"]["Code"]:
+                continue
+            keys = [resource["Properties"]["Code"]["S3Key"]]
+            keys += [
+                resources[layer["Ref"]]["Properties"]["Content"]["S3Key"]
+                for layer in resource["Properties"].get("Layers", [])
+            ]
+            sizes[f"{stack.stack_name}/{logical_id}"] = sum(
+                _unzipped_bytes(Path(synthesized.assembly.directory, f"asset.{key.removesuffix('.zip')}"))
+                for key in keys
+            )
+    assert len(sizes) > 20
+    largest = max(sizes, key=sizes.__getitem__)
+    assert sizes[largest] <= LAMBDA_UNZIPPED_LIMIT, f"{largest}: {sizes[largest]:,} bytes unzipped"
 
 
 def test_the_layer_lock_is_resolved_for_the_lambda_platform_and_python():
