@@ -17,7 +17,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff stateful-manifest clean
+.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff destroy stateful-manifest clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -161,6 +161,9 @@ deploy: synth ## deploy every stack to the AWS account in your credentials (STAG
 
 diff: synth ## show what a deploy would change (STAGE=dev|prod)
 	npx cdk diff --app cdk.out --all
+
+destroy: synth ## delete every stack of STAGE; a non-disposable stage (prod) keeps its data (README: "make destroy")
+	npx cdk destroy --app cdk.out --all --force
 
 stateful-manifest: install ## rewrite infra/stateful-resources.json from a synth; REASON="the migration" is required when it changes
 	$(BIN)/python -m infra.update_safety --reason "$(REASON)"
