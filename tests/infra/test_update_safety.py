@@ -14,7 +14,6 @@ from aws_cdk import App, Stack
 from aws_cdk import aws_lambda as lambda_
 
 from infra import update_safety
-from infra.app_builder import build_app
 from infra.config import CDK_JSON, load_stage_config
 from infra.constructs import layers
 from infra.update_safety import (
@@ -22,6 +21,7 @@ from infra.update_safety import (
     load_manifest,
     manifest_findings,
     stateful_resources,
+    synth_templates,
     updated_manifest,
 )
 
@@ -34,12 +34,6 @@ def _no_pip(self: layers.PipWheelBundling, output_dir: str, options: Any) -> boo
     # are the same without them; a changed lock's pins could not be installed anyway.
     (Path(output_dir) / "python").mkdir(parents=True, exist_ok=True)
     return True
-
-
-def _synth(context: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    app = App(context={"aws:cdk:enable-path-metadata": True, **(context or {})})
-    build_app(app, nag=False)
-    return {stack.stack_name: stack.template for stack in app.synth().stacks}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +57,7 @@ def changed_code_templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str
     patch.setattr(layers, "DEPENDENCY_SOURCE", dependencies)
     patch.setattr(layers.PipWheelBundling, "try_bundle", _no_pip)
     try:
-        return _synth()
+        return synth_templates()[0]
     finally:
         patch.undo()
 
@@ -127,8 +121,10 @@ def test_no_stack_exports_a_layer(app_templates):
 @pytest.mark.parametrize("stage", STAGES)
 def test_every_stateful_resource_keeps_its_logical_id_name_and_type(stage, app_templates):
     # app_templates is the default stage's synth; the others are synthesized here.
-    templates = app_templates if stage == "dev" else _synth({"stage": stage})
-    prefix = load_stage_config(App(context={"stage": stage})).prefix
+    if stage == "dev":
+        templates, prefix = app_templates, load_stage_config(App()).prefix
+    else:
+        templates, prefix = synth_templates(stage)
     assert manifest_findings(load_manifest(), stateful_resources(templates, prefix)) == []
 
 
