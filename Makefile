@@ -17,7 +17,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff destroy stateful-manifest clean
+.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff destroy stateful-manifest smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -164,6 +164,12 @@ diff: synth ## show what a deploy would change (STAGE=dev|prod)
 
 destroy: synth ## delete every stack of STAGE; a non-disposable stage (prod) keeps its data (README: "make destroy")
 	npx cdk destroy --app cdk.out --all --force
+
+# STAGE=local is the sandbox (the running `make local`, else one started for the run on free ports); any
+# other STAGE is that stage on AWS, found from its stacks' outputs and called with your AWS credentials.
+# CI runs the same suite against the e2e session's sandbox (tests/e2e/test_smoke_e2e.py, in `make test`).
+smoke: $(BIN)/.sandbox-installed node_modules/.installed ## the black-box suite against a deployed stage (STAGE=dev|prod) or the sandbox (STAGE=local); exit 0 only if every check passes
+	$(BIN)/python -m ops smoke --stage $(STAGE)
 
 stateful-manifest: install ## rewrite infra/stateful-resources.json from a synth; REASON="the migration" is required when it changes
 	$(BIN)/python -m infra.update_safety --reason "$(REASON)"

@@ -107,6 +107,8 @@ from local.moto_patches import install_for_server
 install_for_server()
 from local.sqs_admin import install as serve_queue_ages
 serve_queue_ages()
+from local.cloudformation import install as describe_provisioned_stacks
+describe_provisioned_stacks()
 from local.iam_enforcer import install as enforce_iam
 enforce_iam()
 from local.bus_delivery import install as deliver_bus_events

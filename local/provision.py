@@ -17,9 +17,11 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from local.cloudformation import StackDescription, StackOutput
 from local.emulator import ACCOUNT_ID, REGION, client
 from local.iam import access_key_for
 from local.templates import Physical, Resolver, Stack, Unresolved, asset_dir
@@ -276,6 +278,9 @@ class Topology:
     buckets: list[str] = field(default_factory=list)
     dlqs: set[str] = field(default_factory=set)  # queue names some redrive/on-failure points at
     iam: IamModel = field(default_factory=IamModel)
+    # Each stack as CloudFormation's DescribeStacks would describe it, outputs resolved
+    # (local.cloudformation answers DescribeStacks with them).
+    stacks: list[StackDescription] = field(default_factory=list)
     created: Counter[str] = field(default_factory=Counter)
     skipped: dict[str, str] = field(default_factory=dict)  # "type" or "type logical-id" -> why
     notes: list[str] = field(default_factory=list)
@@ -359,6 +364,53 @@ class Provisioner:
                     self.exports[name] = resolver.resolve(output["Value"])
                 except Unresolved as exc:
                     self.topology.skipped[f"export {name}"] = str(exc)
+        self.topology.stacks.append(self._description(stack, resolver))
+
+    def _description(self, stack: Stack, resolver: Resolver) -> StackDescription:
+        """The stack as DescribeStacks answers after a deploy: its outputs resolved against what was
+        provisioned, as CloudFormation resolves them (an output the sandbox cannot resolve is left out,
+        and reported)."""
+        outputs = []
+        for key, output in stack.outputs.items():
+            try:
+                value = resolver.resolve(output["Value"])
+                export = resolver.resolve(output["Export"]["Name"]) if "Export" in output else None
+                description = resolver.resolve(output["Description"]) if "Description" in output else None
+            except Unresolved as exc:
+                self.topology.skipped[f"output {stack.name}.{key}"] = str(exc)
+                continue
+            outputs.append(
+                StackOutput(
+                    key=key,
+                    value=",".join(map(str, value)) if isinstance(value, list) else str(value),
+                    description=None if description is None else str(description),
+                    export_name=None if export is None else str(export),
+                )
+            )
+        parameters = tuple(
+            (str(name), str(parameter["Default"]))
+            for name, parameter in (stack.template.get("Parameters") or {}).items()
+            if "Default" in parameter
+        )
+        description = stack.template.get("Description")
+        return StackDescription(
+            name=stack.name,
+            stack_id=str(resolver.pseudo("AWS::StackId")),
+            created=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            outputs=tuple(outputs),
+            parameters=parameters,
+            description=str(description) if description is not None else None,
+            termination_protection=self._termination_protection(stack.name),
+        )
+
+    def _termination_protection(self, stack_name: str) -> bool:
+        """What ``cdk deploy`` sets: the assembly manifest's ``terminationProtection`` for the stack."""
+        try:
+            manifest = json.loads((self.cdk_out / "manifest.json").read_text())
+        except (OSError, ValueError):
+            return False
+        artifact = (manifest.get("artifacts") or {}).get(stack_name) or {}
+        return bool((artifact.get("properties") or {}).get("terminationProtection", False))
 
     # one method per resource type ------------------------------------------------------------
 

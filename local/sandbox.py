@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from local import cloudformation
 from local.control import ControlServer
 from local.emulator import Emulator, aws_env, client
 from local.eventbridge import EventBridge, Firing, SchedulerClock
@@ -129,6 +130,11 @@ class Sandbox:
         self.topology = Provisioner(self.endpoint, cfg.cdk_out).provision(stacks)
         for line in self.topology.report():
             self.log(line)
+        described = cloudformation.publish(self.endpoint, self.topology.stacks)
+        self.log(
+            f"CloudFormation: DescribeStacks answers the {described} provisioned stacks, outputs resolved "
+            "(moto's own CloudFormation holds none of them)"
+        )
         fakes = {
             "LEGACY_PAYMENTS_URL": self.legacy.start(),
             "INVOICE_API_URL": self.invoices.start(),
@@ -330,6 +336,7 @@ class Sandbox:
         return {
             "pid": os.getpid(),
             "endpoint": self.endpoint,
+            "cdkOut": str(self.config.cdk_out),
             "apiUrls": [a.base_url for a in self.apis],
             "apis": [
                 {"name": s.name, "url": a.base_url, "routes": [r.route_key for r in s.routes]}

@@ -240,9 +240,10 @@ class App:
 
     # clients -------------------------------------------------------------------------------------
 
-    def client(self, service: str) -> Any:
-        """One boto3 client per service for this app (standard retries)."""
-        key = f"client:{service}"
+    def client(self, service: str, *, max_attempts: int = 5) -> Any:
+        """One boto3 client per service for this app (standard retries; ``max_attempts`` fewer for a
+        first call that should fail fast when the endpoint is down)."""
+        key = f"client:{service}" if max_attempts == 5 else f"client:{service}:{max_attempts}"
         if key not in self._cache:
             import boto3
             from botocore.config import Config
@@ -251,10 +252,26 @@ class App:
             self._cache[key] = boto3.client(  # type: ignore[call-overload]
                 service,
                 endpoint_url=self.endpoint_url,
-                config=Config(retries={"mode": "standard", "max_attempts": 5}),
+                config=Config(retries={"mode": "standard", "max_attempts": max_attempts}),
                 **self._connection(),
             )
         return self._cache[key]
+
+    def credentials(self) -> Any:
+        """The credentials the clients sign with (boto3's default chain; the sandbox's dummy ones against
+        a loopback endpoint when the environment has none), for requests boto3 does not make itself: a
+        SigV4-signed call to an HTTP API (``ops.smoke``). Refreshable ones stay refreshable. Raises
+        botocore's ``NoCredentialsError`` when there are none."""
+        if "credentials" not in self._cache:
+            import boto3
+            from botocore.exceptions import NoCredentialsError
+
+            # (the stubs cannot type the **connection keywords)
+            credentials = boto3.Session(**self._connection()).get_credentials()  # type: ignore[arg-type]
+            if credentials is None:
+                raise NoCredentialsError()
+            self._cache["credentials"] = credentials
+        return self._cache["credentials"]
 
     def _connection(self) -> dict[str, str]:
         """Region and credentials: the AWS environment's; against the sandbox its region and its dummy

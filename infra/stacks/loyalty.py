@@ -23,6 +23,7 @@ from infra.constructs.bus_rule import BusRule
 from infra.constructs.function import RelayFunction
 from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
+from infra.constructs.outputs import api_url_output, work_queues_output
 from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue
 from infra.constructs.tables import ReliableTable, idempotency_table
@@ -108,4 +109,7 @@ class LoyaltyStack(RelayStack):
                 )
             ],
         )
+        # What `python -m ops smoke` finds the stage by (outputs only: nothing imports them).
+        api_url_output(self, "LoyaltyApiUrl", self.http, "loyalty API")
+        work_queues_output(self, [points_q])
         self.points_table = points

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_cdk import CfnOutput
 from aws_cdk import aws_apigatewayv2 as apigw
 from constructs import Construct
 from orders import settings as env
@@ -45,6 +46,7 @@ from infra.constructs.function import RelayFunction
 from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outbox_publisher import OutboxPublisher
+from infra.constructs.outputs import api_url_output, work_queues_output
 from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue
 from infra.constructs.tables import ReliableTable, idempotency_table
@@ -287,6 +289,15 @@ class OrdersStack(RelayStack):
                     "producer.",
                 ),
             ],
+        )
+        # What `python -m ops smoke` finds the stage by (outputs only: nothing imports them).
+        api_url_output(self, "OrdersApiUrl", self.http, "orders API")
+        work_queues_output(self, [inventory_q, notify_q, analytics_q, paid_q, failed_q, shipping_q])
+        CfnOutput(
+            self,
+            "InventoryTableName",
+            value=inventory.table_name,
+            description="Stock levels: python -m ops.seed_stock --table <this>",
         )
         self.orders_table = orders
         self.inventory_table = inventory

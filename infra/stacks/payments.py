@@ -33,6 +33,7 @@ from infra.constructs.function import RelayFunction
 from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outbox_publisher import OutboxPublisher
+from infra.constructs.outputs import api_url_output, work_queues_output
 from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue, dead_letter_queue
 from infra.constructs.tables import ReliableTable, idempotency_table
@@ -392,5 +393,8 @@ class PaymentsStack(RelayStack):
                 ),
             ],
         )
+        # What `python -m ops smoke` finds the stage by (outputs only: nothing imports them).
+        api_url_output(self, "PaymentsApiUrl", self.http, "payments API")
+        work_queues_output(self, [requests_q, post_q, invoice_q, sweeps_q, notices_q])
         self.operations_table = operations
         self.bucket = bucket

@@ -17,6 +17,7 @@ from reports.subscriptions import REPORT_GENERATED_FILTER
 from infra.config import StageConfig
 from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
+from infra.constructs.outputs import work_queues_output
 from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue
 from infra.constructs.tables import ReliableTable, idempotency_table
@@ -135,3 +136,5 @@ class ReportsStack(RelayStack):
             ],
         )
         CfnOutput(self, "ReportEventsTopicArn", value=self.topic.topic.topic_arn)
+        # What `python -m ops smoke` finds the stage by (outputs only: nothing imports them).
+        work_queues_output(self, [verifier_q, notify_q])

@@ -23,6 +23,7 @@ from infra.config import StageConfig
 from infra.constructs.function import RelayFunction
 from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
+from infra.constructs.outputs import work_queues_output
 from infra.constructs.queue_consumer import QueueConsumer
 from infra.constructs.reliable_queue import ReliableQueue
 from infra.constructs.scheduled_api_call import API_KEY_HEADER, ScheduledApiCall
@@ -176,3 +177,11 @@ class ScoresStack(RelayStack):
             ],
         )
         CfnOutput(self, "ScoresApiUrl", value=self.http.url)
+        # What `python -m ops smoke` finds the stage by (outputs only: nothing imports them).
+        work_queues_output(self, [snapshot_q])
+        CfnOutput(
+            self,
+            "HourlyScheduleName",
+            value=self.schedule.schedule.schedule_name,
+            description="The hourly snapshot schedule (EventBridge Scheduler, default group)",
+        )
