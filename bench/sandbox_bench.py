@@ -52,6 +52,7 @@ def main() -> None:
         scratch = next(t for t in sb.topology.tables if t.endswith("-orders-inventory"))
         print(f"emulator_putitem_per_second: {putitem_per_second(sb.endpoint, scratch):.0f}", flush=True)
         session = requests.Session()
+        session.auth = sb.client_auth()  # the routes are AWS_IAM: signed as the sandbox's client
         accepted: dict[str, float] = {}
         operations = next(t for t in sb.topology.tables if t.endswith("-operations"))
         ddb = client("dynamodb", sb.endpoint)

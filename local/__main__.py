@@ -96,7 +96,7 @@ def _up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         sandbox.start()
-        print(f"\nAPI:      {sandbox.api_url}   (curl {sandbox.api_url}/operations/x)")
+        print(f"\nAPI:      {sandbox.api_url}   (AWS_IAM routes: sign as relay-local-client, see above)")
         for spec in sandbox.topology.apis:
             print(f"          {spec.name}: {', '.join(r.route_key for r in spec.routes)}")
         print(f"emulator: {sandbox.endpoint}")

@@ -153,8 +153,10 @@ class Chaos:
     # -- HTTP, as a client that retries a 5xx with the same Idempotency-Key ------------------------
 
     def session(self) -> requests.Session:
+        """This thread's session, signing every request as the sandbox's client (the routes are AWS_IAM)."""
         if not hasattr(self.local, "session"):
             self.local.session = requests.Session()
+            self.local.session.auth = self.sb.client_auth()
         session: requests.Session = self.local.session
         return session
 

@@ -77,8 +77,10 @@ class Scenario:
         self.outage_started = False
 
     def session(self) -> requests.Session:
+        """This thread's session, signing every request as the sandbox's client (the routes are AWS_IAM)."""
         if not hasattr(self.local, "session"):
             self.local.session = requests.Session()
+            self.local.session.auth = self.sb.client_auth()
         session: requests.Session = self.local.session
         return session
 
@@ -394,7 +396,8 @@ class AgentsScenario:
 
     def _scores(self, agent: str, hour: str) -> list[dict[str, Any]]:
         params = {"from": hour, "to": hour}
-        response = requests.get(f"{self.sb.api_url}/agents/{agent}/scores", params=params, timeout=10)
+        url = f"{self.sb.api_url}/agents/{agent}/scores"
+        response = requests.get(url, params=params, auth=self.sb.client_auth(), timeout=10)
         return list(response.json().get("snapshots", [])) if response.status_code == 200 else []
 
     def _snapshot_queue_idle(self) -> bool:

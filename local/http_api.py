@@ -42,19 +42,24 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from local.callers import Identity
+from local.emulator import REGION
 from local.provision import AuthorizerSpec, HttpApiSpec, RouteSpec
 from local.runtime import Runtime
+from local.sigv4_verify import Refusal, Verified, verify
 
 TEXT_MEDIA_TYPES = frozenset({"application/json", "application/xml", "application/javascript"})
 # API Gateway's payload quota for HTTP APIs, and Lambda's for a synchronous invocation's event.
 MAX_REQUEST_BYTES = 10 * 1024 * 1024
 MAX_INVOKE_PAYLOAD_BYTES = 6 * 1024 * 1024
+STAGE = "$default"  # the stage every Relay HTTP API deploys (infra/constructs/http_api.py)
 
 
 def is_text_body(content_type: str) -> bool:
@@ -110,8 +115,17 @@ def _identity_value(source: str, headers: dict[str, str], query: dict[str, str])
 class HttpApi:
     """Every given HTTP API on one port (the first API wins a route key two APIs both declare)."""
 
-    def __init__(self, specs: HttpApiSpec | list[HttpApiSpec], runtime: Runtime, port: int) -> None:
+    def __init__(
+        self,
+        specs: HttpApiSpec | list[HttpApiSpec],
+        runtime: Runtime,
+        port: int,
+        *,
+        callers: Iterable[Identity] = (),
+    ) -> None:
         self.specs = specs if isinstance(specs, list) else [specs]
+        # Who may sign for the AWS_IAM routes (local.callers); with none, every such request is refused.
+        self.callers = list(callers)
         self.spec = self.specs[0] if self.specs else HttpApiSpec(name="none", api_id="none")
         self.runtime = runtime
         self.port = port
@@ -227,7 +241,37 @@ class HttpApi:
             return 404, dict(_JSON), [], b'{"message":"Not Found"}'
         compiled, params = matched
         route = compiled.spec
+        identity: Verified | None = None
+        if route.authorization == "AWS_IAM":
+            verdict = verify(
+                method=method,
+                raw_path=parts.path,
+                raw_query=parts.query,
+                headers=headers,
+                body=body,
+                region=REGION,
+                api_id=(compiled.api or self.spec).api_id,
+                stage=STAGE,
+                identities=self.callers,
+            )
+            if isinstance(verdict, Refusal):
+                status, refusal_headers, refusal_body = verdict.answer()
+                return status, refusal_headers, [], refusal_body
+            identity = verdict
         event = self.event(route, params, method, parts.path, parts.query, headers, body, compiled.api)
+        if identity is not None:
+            # Payload 2.0 carries the signer, as API Gateway fills requestContext.authorizer.iam.
+            event["requestContext"]["authorizer"] = {
+                "iam": {
+                    "accessKey": identity.identity.access_key_id,
+                    "accountId": identity.identity.account,
+                    "userArn": identity.identity.arn,
+                    "userId": identity.identity.access_key_id,
+                    "callerId": identity.identity.access_key_id,
+                    "principalOrgId": None,
+                    "cognitoIdentity": None,
+                }
+            }
         if route.authorizer is not None:
             denied, context = self.authorize(route.authorizer, event, compiled.api or self.spec)
             if denied is not None:

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from local import cloudformation
+from local import callers, cloudformation
 from local.control import ControlServer
-from local.emulator import Emulator, aws_env, client
+from local.emulator import ACCOUNT_ID, REGION, Emulator, aws_env, client
 from local.eventbridge import EventBridge, Firing, SchedulerClock
 from local.fakes import (
     InvoiceApiFake,
@@ -41,9 +41,11 @@ from local.mappings import DuplicateDelivery, Mappings, SqsMapping
 from local.provision import Provisioner, Topology
 from local.runtime import PROJECT_ROOT, Runtime
 from local.templates import is_stale, load_stacks, synth
+from ops.sigv4 import SigV4
 
 STATE_DIR = PROJECT_ROOT / ".sandbox"
 STATE_FILE = STATE_DIR / "state.json"
+CALLER_PROFILES = STATE_DIR / "aws"  # `credentials` and `config` of the sandbox's callers (local.callers)
 
 # Config the templates hold for production that would make a local run take hours: retries of a
 # sick dependency back off from 2 s up to 15 min, payment status checks start at 30 s. Overridden
@@ -98,6 +100,7 @@ class Sandbox:
         self.runtime: Runtime | None = None
         self.mappings: Mappings | None = None
         self.apis: list[HttpApi] = []
+        self.callers: dict[str, callers.Identity] = {}
         self.eventbridge: EventBridge | None = None
         self.clock: SchedulerClock | None = None
         self.control: ControlServer | None = None
@@ -214,7 +217,10 @@ class Sandbox:
         self.mappings.start()
         if self.topology.apis:
             # Every HTTP API on one port: their routes are disjoint, and one base URL is simpler.
-            api = HttpApi(self.topology.apis, self.runtime, cfg.api_port)
+            self.callers = callers.provision(REGION, ACCOUNT_ID, [a.api_id for a in self.topology.apis])
+            api = HttpApi(self.topology.apis, self.runtime, cfg.api_port, callers=self.callers.values())
+            if cfg.write_state:
+                callers.write_profiles(CALLER_PROFILES, self.callers, REGION, self.endpoint, api.base_url)
             api.start()
             self.apis.append(api)
             for line in self.api_banner():
@@ -281,8 +287,24 @@ class Sandbox:
                     lines.append(f"  {route.route_key:40s} → {route.function}{auth}")
             lines.extend(f"  not served: {clash}" for clash in api.clashes)
         if any(r.authorization == "AWS_IAM" for spec in self.topology.apis for r in spec.routes):
-            lines.append("  note: AWS_IAM-authorized routes are NOT verified locally (no SigV4 check)")
+            lines.append(
+                "  AWS_IAM routes verify SigV4 (execute-api) and execute-api:Invoke, as API Gateway does: "
+                f"sign as {callers.CLIENT} (allowed) or {callers.DENIED} (no grant)"
+            )
+            if self.config.write_state:
+                lines += [
+                    f"  boto3/awscurl: AWS_SHARED_CREDENTIALS_FILE={CALLER_PROFILES / 'credentials'} "
+                    f"AWS_CONFIG_FILE={CALLER_PROFILES / 'config'} AWS_PROFILE={callers.CLIENT}",
+                    f"  curl: source {CALLER_PROFILES / 'client.env'}; curl --aws-sigv4 "
+                    f"'aws:amz:{REGION}:execute-api' --user \"$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY\" "
+                    '"$API/operations/<operationId>"',
+                ]
         return lines
+
+    def client_auth(self, name: str = callers.CLIENT) -> SigV4:
+        """`requests` auth signing as one of the sandbox's callers (`local.callers`), as a client on AWS
+        signs with its own identity's keys."""
+        return SigV4(self.callers[name].credentials(), REGION)
 
     def schedule_banner(self) -> list[str]:
         topo = self.topology
@@ -348,6 +370,12 @@ class Sandbox:
                 for s in self.topology.schedules
             ],
             "control": self.control.url if self.control else None,
+            # The callers' keys (local.callers): sandbox-only identities, new secrets at every start, so a
+            # client found through this state (ops smoke) signs as a client would on AWS.
+            "callers": {
+                name: {"accessKeyId": i.access_key_id, "secretAccessKey": i.secret_access_key, "arn": i.arn}
+                for name, i in self.callers.items()
+            },
             "queues": self.topology.queues,
             "dlqs": sorted(self.topology.dlqs),
             "tables": sorted(self.topology.tables),

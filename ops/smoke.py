@@ -884,7 +884,9 @@ def sandbox_target(state: Mapping[str, Any], *, stage: str | None, region: str |
     app = App(stage=stage or LOCAL_STAGE, region=region, endpoint_url=endpoint, templates=templates)
     if app.stage == LOCAL_STAGE:
         app = App(stage=sandbox_stage(app), region=region, endpoint_url=endpoint, templates=templates)
-    http = SignedHttp(app.credentials(), app.effective_region, route=sandbox_route(str(api_urls[0])))
+    http = SignedHttp(
+        _sandbox_client(state, app), app.effective_region, route=sandbox_route(str(api_urls[0]))
+    )
     fakes = {str(k): str(v) for k, v in (state.get("fakes") or {}).items() if v}
     return Target(app=app, http=http, sandbox=True, fakes=fakes, note=note)
 
@@ -987,6 +989,18 @@ def reach(args: argparse.Namespace) -> Iterator[Target]:
         return
     app = App(stage=stage, region=args.region, endpoint_url=None)
     yield Target(app=app, http=SignedHttp(_credentials(app), _region(app)), note="AWS")
+
+
+def _sandbox_client(state: Mapping[str, Any], app: App) -> Any:
+    """The sandbox's allowed caller (``relay-local-client``, local/callers.py), as a client signs on AWS
+    with its own identity; a bare emulator (``--endpoint-url`` with ``--api-url``) has none: the
+    environment's credentials."""
+    from botocore.credentials import Credentials
+
+    client = (state.get("callers") or {}).get("relay-local-client")
+    if not client:
+        return app.credentials()
+    return Credentials(str(client["accessKeyId"]), str(client["secretAccessKey"]))
 
 
 def _credentials(app: App) -> Any:

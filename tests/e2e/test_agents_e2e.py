@@ -17,6 +17,7 @@ from local.demo import publish_report
 from local.emulator import client
 from local.eventbridge import Delivery
 from local.sandbox import Sandbox
+from tests.e2e import api
 
 pytestmark = pytest.mark.e2e
 
@@ -145,6 +146,7 @@ def test_generated_api_key_secret_is_random_and_the_connection_sends_it(sandbox:
 def test_snapshot_endpoint_answers_401_without_key_403_with_a_wrong_one_and_202_with_the_secret(
     sandbox: Sandbox,
 ) -> None:
+    # Unsigned on purpose: the route's Lambda authorizer reads the API key, not a SigV4 signature.
     url = f"{sandbox.api_url}/score-snapshots"
     body = {"snapshotHour": "2020-01-01T00:00:00Z"}
     missing = requests.post(url, json=body, timeout=10)
@@ -159,9 +161,7 @@ def test_snapshot_endpoint_answers_401_without_key_403_with_a_wrong_one_and_202_
 
 
 def scores_of(sb: Sandbox, agent: str, hour: str) -> list[dict[str, Any]]:
-    response = requests.get(
-        f"{sb.api_url}/agents/{agent}/scores", params={"from": hour, "to": hour}, timeout=10
-    )
+    response = api.get(sb, f"/agents/{agent}/scores", params={"from": hour, "to": hour}, timeout=10)
     assert response.status_code == 200, response.text
     return list(response.json()["snapshots"])
 

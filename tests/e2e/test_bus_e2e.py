@@ -14,13 +14,13 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
-import requests
 from orders.subscriptions import ORDERS_SOURCE
 
 from local.emulator import client
 from local.iam_report import bus_deliveries, enforce
 from local.sandbox import Sandbox
 from ops.seed_stock import seed_stock
+from tests.e2e import api
 from tests.e2e.test_orders_e2e import get_order, order_in, pay, place, queues_idle, read, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -43,7 +43,7 @@ def queue_url(sb: Sandbox, suffix: str) -> str:
 
 
 def points(sb: Sandbox, customer: str) -> dict[str, Any]:
-    response = requests.get(f"{sb.api_url}/customers/{customer}/points", timeout=30)
+    response = api.get(sb, f"/customers/{customer}/points")
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
@@ -223,7 +223,7 @@ def test_a_paid_order_is_shipped_once_and_credited_once_with_every_bus_batch_del
 def test_points_api_refuses_a_bad_customer_id_with_a_4xx_and_answers_an_unknown_one_with_zero(
     sandbox: Sandbox,
 ) -> None:
-    bad = requests.get(f"{sandbox.api_url}/customers/%20bad/points?limit=0", timeout=30)
+    bad = api.get(sandbox, "/customers/%20bad/points?limit=0")
     unknown = points(sandbox, f"nobody-{uuid.uuid4().hex[:6]}")
 
     assert 400 <= bad.status_code < 500, bad.text

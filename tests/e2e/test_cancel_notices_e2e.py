@@ -11,12 +11,13 @@ from typing import Any
 import requests
 
 from local.sandbox import Sandbox
+from tests.e2e import api
 from tests.e2e.test_payments_e2e import payment, post_payment, wait_terminal
 
 
 def cancel(sb: Sandbox, operation_id: str, reason: str | None = None) -> requests.Response:
     body = {"reason": reason} if reason else None
-    return requests.post(f"{sb.api_url}/operations/{operation_id}/cancel", json=body, timeout=30)
+    return api.post(sb, f"/operations/{operation_id}/cancel", json=body)
 
 
 def notices_of(sb: Sandbox, operation_id: str, timeout: float = 30) -> dict[str, int]:
@@ -69,7 +70,7 @@ def test_a_pending_payment_cancelled_is_never_charged_and_its_callback_hears_can
     assert delivery["body"]["error"] == {"code": "Cancelled", "message": "changed my mind"}
     time.sleep(2)  # the worker, running again, receives PaymentRequested and must do nothing
     assert sandbox.legacy.charges_by_operation().get(operation_id) is None
-    view = requests.get(f"{sandbox.api_url}/operations/{operation_id}", timeout=30).json()
+    view = api.get(sandbox, f"/operations/{operation_id}").json()
     assert view["status"] == "CANCELLED"
 
 

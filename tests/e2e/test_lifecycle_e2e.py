@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-import requests
 
 from local import lifecycle
 from local.emulator import client
 from local.fakes._server import FakeService
 from local.sandbox import Sandbox
+from tests.e2e import api
 from tests.e2e.test_payments_e2e import payment, queue_url
 
 pytestmark = pytest.mark.e2e
@@ -26,15 +26,13 @@ TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED", "CANC
 
 
 def accept(sb: Sandbox, body: dict[str, Any]) -> str:
-    response = requests.post(
-        f"{sb.api_url}/payments", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}, timeout=30
-    )
+    response = api.post(sb, "/payments", json=body, headers={"Idempotency-Key": uuid.uuid4().hex})
     assert response.status_code == 202, response.text
     return str(response.json()["operationId"])
 
 
 def view(sb: Sandbox, operation_id: str) -> dict[str, Any]:
-    return dict(requests.get(f"{sb.api_url}/operations/{operation_id}", timeout=30).json())
+    return dict(api.get(sb, f"/operations/{operation_id}").json())
 
 
 def wait_for(sb: Sandbox, operation_id: str, statuses: set[str], timeout: float = 90) -> dict[str, Any]:

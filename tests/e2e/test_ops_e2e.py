@@ -10,10 +10,10 @@ import time
 import uuid
 
 import pytest
-import requests
 
 from local.emulator import client
 from local.sandbox import Sandbox
+from tests.e2e import api
 from tests.e2e.test_payments_e2e import payment, queue_url
 
 pytestmark = pytest.mark.e2e
@@ -111,17 +111,17 @@ def test_a_redrive_after_the_root_cause_is_fixed_completes_each_operation_once(s
     try:
         operations: list[tuple[str, str, str, bytes]] = []
         for _ in range(3):
-            response = requests.post(
-                f"{sandbox.api_url}/payments",
+            response = api.post(
+                sandbox,
+                "/payments",
                 json=payment(payer="ops-e2e"),
                 headers={"Idempotency-Key": uuid.uuid4().hex},
-                timeout=30,
             )
             operation_id = response.json()["operationId"]
-            view = requests.get(f"{sandbox.api_url}/operations/{operation_id}", timeout=30).json()
+            view = api.get(sandbox, f"/operations/{operation_id}").json()
             while not view.get("nextAttemptAt"):
                 time.sleep(0.2)
-                view = requests.get(f"{sandbox.api_url}/operations/{operation_id}", timeout=30).json()
+                view = api.get(sandbox, f"/operations/{operation_id}").json()
             bucket, key = view["results"]["request"].removeprefix("s3://").split("/", 1)
             original = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
             s3.put_object(Bucket=bucket, Key=key, Body=b'{"tampered": true}')
@@ -150,7 +150,7 @@ def test_a_redrive_after_the_root_cause_is_fixed_completes_each_operation_once(s
     for operation_id, *_ in operations:
         deadline, status = time.time() + 60, ""
         while time.time() < deadline and status != "COMPLETED":
-            status = requests.get(f"{sandbox.api_url}/operations/{operation_id}", timeout=30).json()["status"]
+            status = api.get(sandbox, f"/operations/{operation_id}").json()["status"]
             time.sleep(0.5)
         assert status == "COMPLETED"
         assert sandbox.legacy.charges_by_operation()[operation_id] == 1

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import requests
 
 from local.demo_orders import OrdersReader
 from local.sandbox import Sandbox
 from ops.seed_stock import seed_stock
+from tests.e2e import api
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +37,7 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 60) -> Any:
 
 
 def get_order(sb: Sandbox, order_id: str) -> dict[str, Any]:
-    response = requests.get(f"{sb.api_url}/orders/{order_id}", timeout=30)
+    response = api.get(sb, f"/orders/{order_id}")
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
@@ -53,9 +53,7 @@ def order_in(sb: Sandbox, order_id: str, status: str) -> Callable[[], dict[str, 
 
 def place(sb: Sandbox, customer: str, items: list[dict[str, Any]]) -> str:
     body = {"customerId": customer, "items": items, "currency": "EUR"}
-    response = requests.post(
-        f"{sb.api_url}/orders", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}, timeout=30
-    )
+    response = api.post(sb, "/orders", json=body, headers={"Idempotency-Key": uuid.uuid4().hex})
     assert response.status_code == 201, response.text
     return str(response.json()["orderId"])
 
@@ -70,9 +68,7 @@ def pay(sb: Sandbox, order_id: str) -> str:
         "payee": "relay-shop",
         "details": {},
     }
-    response = requests.post(
-        f"{sb.api_url}/payments", json=body, headers={"Idempotency-Key": uuid.uuid4().hex}, timeout=30
-    )
+    response = api.post(sb, "/payments", json=body, headers={"Idempotency-Key": uuid.uuid4().hex})
     assert response.status_code == 202, response.text
     return str(response.json()["operationId"])
 
@@ -108,7 +104,7 @@ def test_orders_flow_end_to_end_exactly_once_with_every_message_delivered_twice(
         refused = wait_for("order rejected for stock", order_in(sandbox, rejected, "REJECTED"))
         assert print_ in refused["rejection"]["reason"]
 
-        response = requests.post(f"{sandbox.api_url}/orders/{cancelled}/cancel", timeout=30)
+        response = api.post(sandbox, f"/orders/{cancelled}/cancel")
         assert response.status_code == 200, response.text
         wait_for("stock released", lambda: read.reservation_status(cancelled) == "RELEASED")
 
@@ -153,7 +149,7 @@ def test_cancel_is_refused_with_409_once_the_order_is_rejected(sandbox: Sandbox,
     seed_stock({sku: 0}, table=read.inventory_table, ddb_client=read.ddb)
     order_id = place(sandbox, f"dave-{run}", [{"sku": sku, "quantity": 1}])
     wait_for("order rejected", order_in(sandbox, order_id, "REJECTED"))
-    response = requests.post(f"{sandbox.api_url}/orders/{order_id}/cancel", timeout=30)
+    response = api.post(sandbox, f"/orders/{order_id}/cancel")
     assert response.status_code == 409
     assert "REJECTED" in response.json()["message"]
 
@@ -163,7 +159,7 @@ def test_invalid_order_is_rejected_with_field_errors_and_nothing_stored(
 ) -> None:
     customer = f"erin-{uuid.uuid4().hex[:6]}"
     body = {"customerId": customer, "items": [{"sku": "SKU-RED-MUG", "quantity": 0}], "currency": "EURO"}
-    response = requests.post(f"{sandbox.api_url}/orders", json=body, timeout=30)
+    response = api.post(sandbox, "/orders", json=body)
     assert response.status_code == 400
     fields = {f["field"] for f in response.json()["fields"]}
     assert any("quantity" in f for f in fields) and any("currency" in f for f in fields)
@@ -173,4 +169,4 @@ def test_invalid_order_is_rejected_with_field_errors_and_nothing_stored(
         ExpressionAttributeValues={":c": {"S": customer}},
     )
     assert scanned["Count"] == 0
-    assert requests.get(f"{sandbox.api_url}/orders/{uuid.uuid4()}", timeout=30).status_code == 404
+    assert api.get(sandbox, f"/orders/{uuid.uuid4()}").status_code == 404

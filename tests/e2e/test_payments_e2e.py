@@ -12,6 +12,7 @@ import requests
 
 from local.emulator import client
 from local.sandbox import Sandbox
+from tests.e2e import api
 
 pytestmark = pytest.mark.e2e
 
@@ -33,14 +34,14 @@ def payment(**overrides: Any) -> dict[str, Any]:
 
 def post_payment(sb: Sandbox, body: dict[str, Any], key: str | None = None) -> requests.Response:
     headers = {"Idempotency-Key": key or uuid.uuid4().hex}
-    return requests.post(f"{sb.api_url}/payments", json=body, headers=headers, timeout=30)
+    return api.post(sb, "/payments", json=body, headers=headers)
 
 
 def wait_terminal(sb: Sandbox, operation_id: str, timeout: float = 60) -> dict[str, Any]:
     deadline = time.time() + timeout
     view: dict[str, Any] = {}
     while time.time() < deadline:
-        view = requests.get(f"{sb.api_url}/operations/{operation_id}", timeout=30).json()
+        view = api.get(sb, f"/operations/{operation_id}").json()
         if view.get("status") in TERMINAL:
             return view
         time.sleep(0.5)
@@ -77,6 +78,7 @@ def test_invalid_payment_is_rejected_with_400_and_nothing_stored(sandbox: Sandbo
 
 
 def test_unknown_route_answers_404_like_api_gateway(sandbox: Sandbox) -> None:
+    # No route matches, so no authorizer runs: 404 whether the request is signed or not.
     response = requests.get(f"{sandbox.api_url}/no-such-route", timeout=10)
     assert response.status_code == 404
     assert response.json() == {"message": "Not Found"}
@@ -124,7 +126,4 @@ def test_duplicate_delivery_is_acknowledged_without_a_second_charge(sandbox: San
     )
     time.sleep(6)  # two batching windows and an invocation
     assert sandbox.legacy.charges_by_operation()[operation_id] == 1
-    assert (
-        requests.get(f"{sandbox.api_url}/operations/{operation_id}", timeout=30).json()["status"]
-        == "COMPLETED"
-    )
+    assert api.get(sandbox, f"/operations/{operation_id}").json()["status"] == "COMPLETED"

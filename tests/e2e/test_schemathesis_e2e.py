@@ -3,6 +3,10 @@ gets a documented answer and never a 5xx, a request valid under the document is 
 invalid one never accepted; plus what schemathesis does not send: undocumented methods (API Gateway's
 404) and bodies that are not JSON, over real HTTP.
 
+Every request is SigV4-signed as the sandbox's client (the routes are AWS_IAM, but POST /score-snapshots,
+whose API-key authorizer ignores the signature): schemathesis hands the `requests` auth to `requests`,
+which signs the prepared request, over the exact bytes sent.
+
 The run is seeded (RELAY_SCHEMATHESIS_SEED picks another seed to explore; the stateful phase still follows
 the ids the server hands out) and prints, per API, the number of generated cases and the count of each
 status code.
@@ -18,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 import schemathesis
 from schemathesis import engine
 from schemathesis.engine import events
 
 from local.emulator import client
 from local.sandbox import Sandbox
+from tests.e2e import api
 
 pytestmark = pytest.mark.e2e
 
@@ -87,6 +91,8 @@ def run_schemathesis(sb: Sandbox, service: str) -> Run:
         }
     )
     schema = schemathesis.openapi.from_dict(document(service), config=config)
+    # Schemathesis passes it as `auth=` to `requests`, which calls it on the prepared request (body encoded).
+    schema.auth.set_from_requests(sb.client_auth())
     run = Run()
     for event in engine.from_schema(schema).execute():
         if isinstance(event, events.ScenarioFinished | events.FuzzScenarioFinished):
@@ -142,10 +148,7 @@ def undocumented(service: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("service", SERVICES)
 def test_an_undocumented_method_is_404_not_found_like_api_gateway(sandbox: Sandbox, service: str) -> None:
-    answers = {
-        (method, path): requests.request(method, f"{sandbox.api_url}{path}", timeout=30)
-        for method, path in undocumented(service)
-    }
+    answers = {(method, path): api.call(sandbox, method, path) for method, path in undocumented(service)}
 
     # At least the 8 other methods of a one-route API (loyalty: GET /customers/{id}/points).
     assert len(answers) >= 8
@@ -176,7 +179,7 @@ def hostile(sb: Sandbox) -> list[tuple[str, bytes, dict[str, str]]]:
 def test_a_body_that_is_not_json_is_4xx_on_every_post_route(sandbox: Sandbox, path: str) -> None:
     headers = {"x-api-key": api_key(sandbox)} if path == "/score-snapshots" else {}
     answers = {
-        name: requests.post(f"{sandbox.api_url}{path}", data=body, headers={**headers, **extra}, timeout=60)
+        name: api.post(sandbox, path, data=body, headers={**headers, **extra}, timeout=60)
         for name, body, extra in hostile(sandbox)
     }
 
