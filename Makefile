@@ -17,7 +17,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint checkov pytest unit handlers infra e2e test bench demo local deploy diff destroy stateful-manifest smoke clean
+.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint _cfn-lint checkov _checkov _templates pytest unit handlers infra e2e test test-profile bench demo local deploy diff destroy stateful-manifest smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -93,6 +93,10 @@ synth: install ## synthesize every stack to cdk.out/ with cdk-nag and the Relay 
 	npx cdk synth --quiet -c stage=$(STAGE)
 
 cfn-lint: synth ## cfn-lint every synthesized template (errors fail)
+	@$(MAKE) --no-print-directory _cfn-lint
+
+# The _targets check the cdk.out already there (`make test` synthesizes once, then runs them beside pytest).
+_cfn-lint: $(BIN)/.installed
 	$(BIN)/cfn-lint --non-zero-exit-code error -- cdk.out/*.template.json
 
 # checkov pins boto3/botocore 1.35.x, older than the app's, so it gets a venv of its own, installed from
@@ -104,7 +108,10 @@ $(CHECKOV_VENV)/.installed: $(BIN)/uv requirements-checkov.lock requirements-che
 	$(BIN)/uv pip install --python $(CHECKOV_VENV)/bin/python --quiet --require-hashes -r requirements-checkov.lock
 	touch $@
 
-checkov: synth $(CHECKOV_VENV)/.installed ## checkov every synthesized template (a failed check fails; skips and their reasons: .checkov.yaml)
+checkov: synth ## checkov every synthesized template (a failed check fails; skips and their reasons: .checkov.yaml)
+	@$(MAKE) --no-print-directory _checkov
+
+_checkov: $(CHECKOV_VENV)/.installed
 	CKV_SKIP_PACKAGE_UPDATE_CHECK=true $(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f cdk.out/*.template.json
 	@skipped="$$(sed -nE 's/^  - (CKV[A-Z0-9_]+).*/\1/p' .checkov.yaml | paste -sd ' ')"; \
 	  echo "checkov: $$(wc -w <<<"$$skipped") checks skipped for the whole app (skip-check in .checkov.yaml, each with its reason): $$skipped"
@@ -113,8 +120,14 @@ openapi: $(BIN)/.installed ## regenerate the checked-in OpenAPI documents (funct
 	for svc in loyalty orders payments scores; do \
 	  PYTHONPATH=layers/relay/python:functions $(BIN)/python -m $$svc.handlers.api > functions/$$svc/openapi.json || exit 1; done
 
-pytest: $(BIN)/.installed ## run the whole pytest suite
-	$(BIN)/python -m pytest -q
+# pytest-xdist workers for the whole suite: 4 on this 2-core machine, because the e2e and chaos sandboxes
+# mostly wait on their own latency; tests/scheduling.py keeps the tests that share a sandbox on one worker
+# and starts the longest first. WORKERS=0 runs the suite in one process, in collection order.
+WORKERS ?= 4
+XDIST = -n $(WORKERS)
+
+pytest: $(BIN)/.installed ## run the whole pytest suite (WORKERS=4 pytest-xdist workers; WORKERS=0: one process)
+	$(BIN)/python -m pytest -q $(XDIST)
 
 # One layer of the suite at a time (`make pytest` runs them all, tests/fakes and tests/sandbox included).
 unit: $(BIN)/.installed ## the unit tests: in-process, socket-free (tests/unit; a connect fails the test), about a second
@@ -129,10 +142,20 @@ infra: $(BIN)/.installed ## the infra assertion tests: the stacks synthesized in
 	$(BIN)/python -m pytest -q tests/infra
 
 # The sandbox synthesizes cdk.out with `npx cdk synth` when it is missing or older than the sources.
+# Two workers: tests/e2e is two scopes, each on one sandbox (tests/scheduling.py).
 e2e: $(BIN)/.installed node_modules/.installed ## the end-to-end tests: the whole app on the local sandbox, IAM enforced (tests/e2e)
-	$(BIN)/python -m pytest -q tests/e2e
+	$(BIN)/python -m pytest -q -n $(if $(filter 0,$(WORKERS)),0,2) tests/e2e
 
-test: check-locks lint typecheck cfn-lint checkov pytest ## everything CI runs: locks, lint, types, synth + nag + guards, cfn-lint, checkov, pytest
+# Locks and lint first (seconds, and they fail fast); then one synth; then mypy, cfn-lint + checkov and
+# pytest side by side, each target's output printed whole when it ends (--output-sync).
+test: check-locks lint synth $(CHECKOV_VENV)/.installed ## everything CI runs: locks, lint, synth + nag + guards, then types, cfn-lint + checkov and pytest side by side
+	$(MAKE) --no-print-directory -j3 --output-sync=target typecheck _templates pytest
+
+_templates: _cfn-lint
+	$(MAKE) --no-print-directory _checkov
+
+test-profile: $(BIN)/.installed node_modules/.installed $(CHECKOV_VENV)/.installed ## where `make test`'s time goes: each stage's seconds (run one after the other), pytest by folder, the 30 slowest tests and fixtures
+	$(BIN)/python scripts/test_profile.py --workers $(WORKERS)
 
 cost: $(BIN)/.sandbox-installed node_modules/.installed ## $ per 1M operations per flow: every AWS request counted in the sandbox, priced (bench/prices.json); figures in .sandbox/cost.json
 	PYTHONPATH=. $(BIN)/python bench/cost.py

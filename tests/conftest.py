@@ -14,3 +14,18 @@ for _name, _value in {
     "POWERTOOLS_TRACE_DISABLED": "true",
 }.items():
     os.environ.setdefault(_name, _value)
+
+
+def pytest_xdist_make_scheduler(config: object, log: object) -> object:
+    """`make pytest` runs the suite on pytest-xdist workers: the tests that share a sandbox are kept on one
+    worker (tests/scheduling.py)."""
+    from tests.scheduling import SandboxScheduling
+
+    return SandboxScheduling(config, log)  # type: ignore[arg-type]
+
+
+def pytest_collection_modifyitems(config: object, items: list[object]) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: longest work first (tests/scheduling.py)
+        from tests.scheduling import order
+
+        order(items)

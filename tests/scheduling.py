@@ -1,0 +1,76 @@
+"""How `make pytest` spreads the suite over pytest-xdist workers (`-n 4`): by test, except where tests share
+something costly to build, which one worker builds once.
+
+- tests/e2e share a session-scoped sandbox (tests/e2e/conftest.py: moto server, worker processes, ~10 s
+  to start). They form two scopes, each on one worker with one sandbox: the modules that drive the API
+  from outside (schemathesis, the callers' walk, the README's client, the smoke suite) and the rest. Two
+  sandboxes side by side halve the e2e time; each test isolates its data by its own ids either way.
+- tests/chaos starts a sandbox of its own (its time scale and faults must not reach the e2e one): a scope.
+- tests/infra synthesize the whole app in process once per worker (session fixtures, jsii): one scope.
+
+The sandboxes mostly wait on their own latency rather than on a core, so four workers keep two cores busy.
+
+Why a scheduler and not `--dist loadgroup` with `xdist_group` marks: with pytest 9.2, pytest-xdist 3.8's
+loadgroup no longer groups anything (it appends the group to `item._nodeid`, which pytest's structured node
+ids ignore: pytest-dev/pytest-xdist#1386), and the tests are spread one by one with no error. This
+scheduler reads the scope from the test's path, which needs no change to the node id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
+
+E2E_API = frozenset(
+    {"test_schemathesis_e2e.py", "test_callers_e2e.py", "test_readme_client_e2e.py", "test_smoke_e2e.py"}
+)
+
+
+def scope_of(nodeid: str) -> str:
+    """The work unit a test belongs to: a shared scope's name, or the test's own id."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    if len(parts) < 3 or parts[0] != "tests":
+        return nodeid
+    folder, module = parts[1], parts[-1]
+    if folder == "e2e":
+        return "e2e-api" if module in E2E_API else "e2e"
+    if folder in ("chaos", "infra"):
+        return folder
+    return nodeid
+
+
+# Known to take long on their own (tests/durations in the README's profile), started first.
+SLOW = ("tests/handlers/payments/test_payments_pipeline.py", "tests/handlers/orders/test_orders_pipeline.py")
+
+
+def rank(nodeid: str) -> int:
+    """Longest work first, so no worker picks up a long unit near the end: chaos (one test, minutes), the
+    two e2e scopes, the handlers' pipeline tests, infra (one synth, then many quick tests), the rest."""
+    scope = scope_of(nodeid)
+    if scope in ("chaos", "e2e", "e2e-api"):
+        return 0
+    if nodeid.startswith(SLOW):
+        return 1
+    return 2 if scope == "infra" else 3
+
+
+def order(items: list[Any]) -> None:
+    """`items` sorted by `rank` in place (stable: the collection's order within a rank). Only the workers
+    call it (`tests/conftest.py`), so a serial run keeps the collection's order."""
+    items.sort(key=lambda item: rank(item.nodeid))
+
+
+class SandboxScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    """xdist's load-by-scope scheduling (a scope runs whole on one worker), with the scopes of `scope_of`,
+    handed out in the workers' collection order, which `order` made longest first (xdist's own order,
+    the largest scope first, would queue chaos behind the many single tests)."""
+
+    def __init__(self, config: pytest.Config, log: Producer | None = None) -> None:
+        super().__init__(config, log)
+        config.option.loadscopereorder = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        return scope_of(nodeid)
