@@ -1,7 +1,8 @@
 """CI's short chaos profile: ``local.chaos`` with 300 operations at the default fault rate.
 
 Its own sandbox (the time scale is set at start, and the faults must not leak into the e2e suite's):
-tests/chaos runs before tests/e2e starts the shared one. The run passes only if every invariant of
+it runs on an xdist worker of its own, beside the e2e sandboxes (tests/scheduling.py), or before tests/e2e
+starts the shared one in a single-process run. The run passes only if every invariant of
 ``make chaos`` holds, and only if each kind of fault was in fact injected, so a switch that stopped
 working cannot pass for a system that survived it.
 """

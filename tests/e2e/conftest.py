@@ -1,4 +1,5 @@
-"""One sandbox per test session, on free ports, so e2e tests never clash with a running `make local`."""
+"""One sandbox per test session (per xdist worker: `make pytest` runs the e2e tests as two scopes, a
+sandbox each, tests/scheduling.py), on free ports, so e2e tests never clash with a running `make local`."""
 
 from __future__ import annotations
 
