@@ -45,8 +45,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import requests
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "layers" / "relay" / "python"))
@@ -223,13 +221,8 @@ def _payment(order_id: str | None = None) -> dict[str, Any]:
     return body
 
 
-def _call(sb: Sandbox, method: str, path: str, **kwargs: Any) -> requests.Response:
-    """Signed as the sandbox's client, as a client signs for the AWS_IAM routes on AWS."""
-    return requests.request(method, f"{sb.api_url}{path}", auth=sb.client_auth(), timeout=30, **kwargs)
-
-
 def _post(sb: Sandbox, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    answer = _call(sb, "POST", path, json=body, headers={"Idempotency-Key": uuid.uuid4().hex})
+    answer = sb.call("POST", path, json=body, headers={"Idempotency-Key": uuid.uuid4().hex})
     answer.raise_for_status()
     result: dict[str, Any] = answer.json()
     return result
@@ -241,7 +234,7 @@ def payments_flow(sb: Sandbox, n: int) -> Drive:
         keys = [{"pk": {"S": f"OPERATION#{i}"}, "sk": {"S": "OPERATION"}} for i in ids]
         _wait_items(sb, "-operations", keys, lambda item: item.get("status", {}).get("S") == "COMPLETED")
         for operation_id in ids:  # the client reads the outcome once
-            _call(sb, "GET", f"/operations/{operation_id}").raise_for_status()
+            sb.call("GET", f"/operations/{operation_id}").raise_for_status()
         return 0, 2 * n
 
     return drive
@@ -262,7 +255,7 @@ def orders_flow(sb: Sandbox, n: int) -> Drive:
             _post(sb, "/payments", _payment(order_id))
         _wait_items(sb, "-orders-orders", keys, lambda item: "shipment" in item)
         for order_id in ids:
-            _call(sb, "GET", f"/orders/{order_id}").raise_for_status()
+            sb.call("GET", f"/orders/{order_id}").raise_for_status()
         return 0, 3 * n
 
     return drive

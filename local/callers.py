@@ -15,6 +15,7 @@ and `relay-local-denied`. With `AWS_SHARED_CREDENTIALS_FILE` and `AWS_CONFIG_FIL
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass, field
@@ -42,8 +43,9 @@ class Identity:
     def arn(self) -> str:
         return f"arn:aws:iam::{self.account}:user/{self.name}"
 
-    @property
+    @functools.cached_property
     def principal(self) -> Principal:
+        # Parsed once: the sandbox's HTTP API asks for it on every AWS_IAM request.
         statements: list[Statement] = parse_policy(self.policy, f"{self.name} policy") if self.policy else []
         return Principal(Caller(self.name, self.arn, self.account), statements)
 

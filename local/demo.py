@@ -396,8 +396,7 @@ class AgentsScenario:
 
     def _scores(self, agent: str, hour: str) -> list[dict[str, Any]]:
         params = {"from": hour, "to": hour}
-        url = f"{self.sb.api_url}/agents/{agent}/scores"
-        response = requests.get(url, params=params, auth=self.sb.client_auth(), timeout=10)
+        response = self.sb.call("GET", f"/agents/{agent}/scores", params=params, timeout=10)
         return list(response.json().get("snapshots", [])) if response.status_code == 200 else []
 
     def _snapshot_queue_idle(self) -> bool:

@@ -23,8 +23,6 @@ import uuid
 from collections import Counter
 from typing import Any
 
-import requests
-
 from local.emulator import client
 from local.runtime import PROJECT_ROOT
 from local.sandbox import Sandbox
@@ -60,15 +58,9 @@ class OrdersScenario:
 
     # -- HTTP ------------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        """Signed as the sandbox's client, as a client signs for the AWS_IAM routes on AWS."""
-        return requests.request(
-            method, f"{self.sb.api_url}{path}", auth=self.sb.client_auth(), timeout=30, **kwargs
-        )
-
     def _post(self, path: str, body: dict[str, Any] | None, expect: int) -> dict[str, Any] | None:
         headers = {"Idempotency-Key": uuid.uuid4().hex}
-        response = self._call("POST", path, json=body, headers=headers)
+        response = self.sb.call("POST", path, json=body, headers=headers)
         if response.status_code != expect:
             self.http_errors[f"POST {path.split('/')[1]} {response.status_code}"] += 1
             return None
@@ -76,7 +68,7 @@ class OrdersScenario:
         return result
 
     def _order(self, order_id: str) -> dict[str, Any]:
-        response = self._call("GET", f"/orders/{order_id}")
+        response = self.sb.call("GET", f"/orders/{order_id}")
         result: dict[str, Any] = response.json() if response.status_code == 200 else {}
         return result
 
@@ -229,7 +221,7 @@ class OrdersScenario:
         return self._bus_section(views) and all(checks.values())
 
     def _points(self, customer_id: str) -> dict[str, Any]:
-        response = self._call("GET", f"/customers/{customer_id}/points")
+        response = self.sb.call("GET", f"/customers/{customer_id}/points")
         result: dict[str, Any] = response.json() if response.status_code == 200 else {}
         if response.status_code != 200:
             self.http_errors[f"GET points {response.status_code}"] += 1

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import requests
+
 from local import callers, cloudformation
 from local.control import ControlServer
 from local.emulator import ACCOUNT_ID, REGION, Emulator, aws_env, client
@@ -305,6 +307,12 @@ class Sandbox:
         """`requests` auth signing as one of the sandbox's callers (`local.callers`), as a client on AWS
         signs with its own identity's keys."""
         return SigV4(self.callers[name].credentials(), REGION)
+
+    def call(self, method: str, path: str, *, timeout: float = 30, **kwargs: Any) -> requests.Response:
+        """`method` `api_url + path`, signed as the sandbox's client: what the demo, `make cost` and the e2e
+        tests send to the AWS_IAM routes."""
+        url = f"{self.api_url}{path}"
+        return requests.request(method, url, auth=self.client_auth(), timeout=timeout, **kwargs)
 
     def schedule_banner(self) -> list[str]:
         topo = self.topology

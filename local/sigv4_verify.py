@@ -38,10 +38,11 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from urllib.parse import quote, unquote_to_bytes
+from urllib.parse import quote
 
 from local.callers import Identity
 from local.iam import decide
+from ops.sigv4 import query_pairs
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "execute-api"
@@ -69,32 +70,16 @@ def route_arn(region: str, account: str, api_id: str, stage: str, method: str, p
     return f"arn:aws:execute-api:{region}:{account}:{api_id}/{stage}/{method.upper()}/{path.lstrip('/')}"
 
 
-def _uri_encode(text: str, *, path: bool = False) -> str:
-    return quote(text, safe="/~" if path else "-_.~")
-
-
 def canonical_uri(raw_path: str) -> str:
     # Every service but S3 encodes the path's segments twice: once by the client for the URL, once more
     # for the canonical request (the IAM User Guide; botocore's SigV4Auth does the same).
-    return _uri_encode(raw_path or "/", path=True)
-
-
-def _query_bytes(text: str) -> bytes:
-    # A raw `+` in a query is a space (form encoding: what `requests`' params= and most clients send);
-    # AWS signs a space as %20, so `a+b` and `a%20b` are the same value and verify the same. A literal
-    # plus arrives as %2B. (requests-aws4auth reads `+` the same way, and API Gateway accepts its
-    # signatures: tedder/requests-aws4auth#54.)
-    return unquote_to_bytes(text.replace("+", " "))
+    return quote(raw_path or "/", safe="/~")
 
 
 def canonical_query(raw_query: str) -> str:
-    # Each name and value decoded to its bytes (never to text: a value need not be UTF-8) and encoded
-    # again the SigV4 way, then sorted by name, then value.
-    pairs = []
-    for part in raw_query.split("&") if raw_query else []:
-        key, _, value = part.partition("=")
-        pairs.append((quote(_query_bytes(key), safe="-_.~"), quote(_query_bytes(value), safe="-_.~")))
-    return "&".join(f"{k}={v}" for k, v in sorted(pairs))
+    # Each name and value as AWS reads it (ops.sigv4.query_pairs, which the clients send), sorted by
+    # name, then value.
+    return "&".join(f"{k}={v}" for k, v in sorted(query_pairs(raw_query)))
 
 
 def _parse_authorization(header: str) -> tuple[dict[str, str], list[str]]:
@@ -170,9 +155,7 @@ def verify(
             "UnrecognizedClientException", "The security token included in the request is invalid."
         )
     # A session's key is valid only with its token, and a token only with its session's key.
-    if lowered.get("x-amz-security-token") != identity.session_token and (
-        identity.session_token or lowered.get("x-amz-security-token")
-    ):
+    if (lowered.get("x-amz-security-token") or None) != identity.session_token:
         return Refusal(
             "UnrecognizedClientException", "The security token included in the request is invalid."
         )

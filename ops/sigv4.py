@@ -37,13 +37,23 @@ def sigv4_url(url: str) -> str:
     parts = urlsplit(url)
     if not parts.query:
         return url
+    query = "&".join(f"{key}={value}" for key, value in query_pairs(parts.query))
+    return urlunsplit(parts._replace(query=query))
+
+
+def query_pairs(raw_query: str) -> list[tuple[str, str]]:
+    """Each name and value of a query as AWS reads it for SigV4, in the order written: decoded to its
+    bytes (never to text: a value need not be UTF-8), then percent-encoded but for `-_.~`. A raw `+` is a
+    space (form encoding, what `requests`' params= writes), so `a+b` and `a%20b` are one value, signed
+    as %20; a literal plus arrives as %2B. requests-aws4auth reads `+` the same way, and API Gateway
+    accepts its signatures (tedder/requests-aws4auth#54). The sandbox's verifier sorts these pairs into
+    its canonical query (`local/sigv4_verify.py`)."""
 
     def encode(text: str) -> str:
         return quote(unquote_to_bytes(text.replace("+", " ")), safe="-_.~")
 
-    pairs = (part.partition("=") for part in parts.query.split("&"))
-    query = "&".join(f"{encode(key)}={encode(value)}" for key, _, value in pairs)
-    return urlunsplit(parts._replace(query=query))
+    pairs = (part.partition("=") for part in raw_query.split("&")) if raw_query else ()
+    return [(encode(key), encode(value)) for key, _, value in pairs]
 
 
 def signed_headers(

@@ -14,8 +14,7 @@ from local.sandbox import Sandbox
 
 def call(sb: Sandbox, method: str, path: str, **kwargs: Any) -> requests.Response:
     """``method`` ``sb.api_url + path``, signed as the sandbox's client (``timeout`` 30 s unless given)."""
-    kwargs.setdefault("timeout", 30)
-    return requests.request(method, f"{sb.api_url}{path}", auth=sb.client_auth(), **kwargs)
+    return sb.call(method, path, **kwargs)
 
 
 def get(sb: Sandbox, path: str, **kwargs: Any) -> requests.Response:
