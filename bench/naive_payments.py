@@ -6,16 +6,17 @@ one SNS Publish per event straight from the handler (no outbox), and no batching
 source mapping at batch size 1). Real boto3 calls and real Powertools utilities, in-process under
 moto's ``mock_aws``:
 
-* ``POST /payments``: ``idempotent_function`` on the Idempotency-Key around: the request into S3
-  (``payments/{operationId}/request.json``, as the app's claim check), ONE conditional PutItem of the
-  PENDING operation, ONE Publish of PaymentRequested;
+* ``POST /payments``: ``idempotent_function`` on the Idempotency-Key around: ONE conditional PutItem
+  of the PENDING operation with the request inline (in S3 only above the app's 64 KB claim-check
+  threshold, as the app keeps it), ONE Publish of PaymentRequested;
 * ``GET /operations/{id}``: one strongly consistent GetItem;
 * three steps, each a ``BatchProcessor`` consumer of its queue (SNS -> SQS, filter policy on
   ``eventType``, raw delivery) with ``idempotent_function`` on the record handler keyed on the event id:
   payment (legacy system), post-processing (invoice input), invoice (invoice API) -- each reads the
-  operation, does its work through S3, makes ONE conditional UpdateItem (status and version) and
-  publishes the next event. The invoice step publishes OperationCompleted as the app does (its notice
-  sender hears it); ``publish_completed=False`` leaves it out.
+  operation, does its work (payloads inline in the item, as the app's), makes ONE conditional
+  UpdateItem (status and version) and publishes the next event. The invoice step publishes
+  OperationCompleted as the app does (its notice sender hears it); ``publish_completed=False`` leaves
+  it out.
 
 Every AWS request is counted by caller, service and action and billed by the app's own meter
 (``local.request_meter._billed``: DynamoDB read/write units from the wire JSON, SQS/SNS per 64 KB
@@ -315,6 +316,28 @@ def _get_json(clients: Clients, key: str) -> dict[str, Any]:
     return document
 
 
+# Payloads live where the app keeps them: inline in the operation item below the app's claim-check
+# threshold, in S3 above it (``relay.claim_check.keep_json``), so the comparison is about the messaging
+# and the idempotency, not the payloads.
+THRESHOLD_BYTES = 64 * 1024
+
+
+def _keep(clients: Clients, key: str, document: Mapping[str, Any]) -> str:
+    """The attribute value that keeps ``document``: its JSON, or ``s3:<key>`` once it is large."""
+    text = json.dumps(document, separators=(",", ":"), sort_keys=True)
+    if len(text.encode()) <= THRESHOLD_BYTES:
+        return text
+    _put_json(clients, key, document)
+    return f"s3:{key}"
+
+
+def _kept(clients: Clients, value: str) -> dict[str, Any]:
+    if value.startswith("s3:"):
+        return _get_json(clients, value.removeprefix("s3:"))
+    document: dict[str, Any] = json.loads(value)
+    return document
+
+
 def _get_operation(clients: Clients, operation_id: str) -> dict[str, Any] | None:
     # Strongly consistent: a step that follows an event must see the write that published it.
     item = clients.ddb.get_item(
@@ -373,7 +396,7 @@ class Api:
         # Publish (Powertools then deleted its IN_PROGRESS record) finds its own operation, not a twin.
         operation_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"relay-naive:{request['idempotencyKey']}"))
         body = request["body"]
-        _put_json(self.clients, request_key(operation_id), body)  # the whole request, as the app keeps it
+        kept = _keep(self.clients, request_key(operation_id), body)  # the whole request, as the app keeps it
         at = _now()
         try:
             self.clients.ddb.put_item(
@@ -383,6 +406,7 @@ class Api:
                     "status": {"S": "PENDING"},
                     "version": {"N": "1"},
                     "paymentId": {"S": body["paymentId"]},
+                    "request": {"S": kept},
                     "createdAt": {"S": at},
                     "updatedAt": {"S": at},
                 },
@@ -497,19 +521,19 @@ class Step:
 def pay(legacy: FakeLegacyPayments) -> Work:
     def work(clients: Clients, operation: dict[str, Any]) -> dict[str, str]:
         operation_id = operation["operationId"]
-        request = _get_json(clients, request_key(operation_id))
+        request = _kept(clients, operation["request"])
         # Under the operation's own key: a retry after a timeout gets the same charge back.
         charged = legacy.charge(request, idempotency_key=f"{operation_id}:payment")
-        _put_json(clients, result_key(operation_id), {**charged, "operationId": operation_id})
-        return {"paymentRef": charged["paymentRef"]}
+        result = _keep(clients, result_key(operation_id), {**charged, "operationId": operation_id})
+        return {"paymentRef": charged["paymentRef"], "result": result}
 
     return work
 
 
 def post_process(clients: Clients, operation: dict[str, Any]) -> dict[str, str]:
     operation_id = operation["operationId"]
-    result = _get_json(clients, result_key(operation_id))
-    request = _get_json(clients, request_key(operation_id))
+    result = _kept(clients, operation["result"])
+    request = _kept(clients, operation["request"])
     document = {
         "operationId": operation_id,
         "paymentRef": result["paymentRef"],
@@ -519,14 +543,13 @@ def post_process(clients: Clients, operation: dict[str, Any]) -> dict[str, str]:
         "payee": request["payee"],
         "lines": [{"description": f"Payment {request['paymentId']}", "amount": request["amount"]}],
     }
-    _put_json(clients, invoice_input_key(operation_id), document)
-    return {}
+    return {"invoiceInput": _keep(clients, invoice_input_key(operation_id), document)}
 
 
 def invoice(api: FakeInvoiceApi) -> Work:
     def work(clients: Clients, operation: dict[str, Any]) -> dict[str, str]:
         operation_id = operation["operationId"]
-        document = _get_json(clients, invoice_input_key(operation_id))
+        document = _kept(clients, operation["invoiceInput"])
         issued = api.issue(document, idempotency_key=f"{operation_id}:invoice")
         return {"invoiceId": issued["invoiceId"]}
 

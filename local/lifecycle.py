@@ -33,7 +33,8 @@ def stranded(endpoint: str, table: str, now: datetime | None = None) -> Counter[
 
     found: Counter[str] = Counter()
     for item in deadlines.overdue(client("dynamodb", endpoint), table, now or datetime.now(UTC)):
-        found[str(item.get("kind"))] += 1
+        # The ``due`` index projects keys only: the sort key says what the item is.
+        found["operation" if item.get("sk") == "OPERATION" else str(item.get("kind") or "outbox")] += 1
     return found
 
 

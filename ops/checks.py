@@ -78,10 +78,15 @@ def _marker() -> Check:
     return check
 
 
-def _entered_twice(operation_id: str, history: Sequence[Mapping[str, Any]]) -> str | None:
+def _entered_twice(operation_id: str, history: Sequence[Mapping[str, Any] | str]) -> str | None:
     # The operation's state graph has no cycle (retries stay in their state), so each history entry
     # (step, step status: ``payments.operations.STEP_OF``) appears once; a repeat is a step applied twice.
-    entered = Counter(f"{entry.get('step')} {entry.get('status')}" for entry in history)
+    entered = Counter(
+        f"{entry.get('step')} {entry.get('status')}"
+        if isinstance(entry, Mapping)
+        else entry.rsplit(" ", 1)[0]
+        for entry in history
+    )
     twice = sorted(entry for entry, n in entered.items() if n > 1)
     if twice:
         return f"operation {operation_id} entered {', '.join(twice)} more than once: {list(history)}"
@@ -110,6 +115,8 @@ def _payment_marker(rule_name: str) -> Check:
                 f"{event.event_type} {event.event_id}: no marker, and operation {operation_id!r} "
                 "does not exist"
             )
+        # One write per step: the operation records the event it processed last (``seen``).
+        marked = marked or event.event_id in (item.get("seen") or {})
         status = str(item["status"])
         if not marked and status not in {str(s) for s in rule.done}:
             return (

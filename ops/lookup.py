@@ -94,6 +94,18 @@ def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
         }
         for r in sorted((r for r in rows if r.get("kind") == "outbox"), key=lambda r: str(r.get("createdAt")))
     ]
+    # One write per step: the last step's events live in the item itself (relay.entity_events).
+    from relay.entity_events import events_in
+
+    outbox += [
+        {
+            "eventType": e.event_type,
+            "eventId": e.event_id,
+            "createdAt": e.occurred_at.isoformat(),
+            "inItem": True,
+        }
+        for e in events_in(item)
+    ]
     return {
         "operationId": operation_id,
         "status": item.get("status"),
@@ -107,11 +119,13 @@ def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
         "claimChecks": {
             name: item[name] for name in ("requestRef", "resultRef", "invoiceInputRef") if item.get(name)
         },
+        "requestSha256": item.get("requestSha256"),
+        "lastProcessed": item.get("seen"),
         "paymentRef": item.get("paymentRef"),
         "invoiceId": item.get("invoiceId"),
         "callbackUrl": item.get("callbackUrl"),
         "deadline": {
-            "deadlineAt": _iso(item.get("deadlineAt")),
+            "deadlineAt": _iso(item.get("dueAt") or item.get("deadlineAt")),
             "nextAttemptAt": item.get("nextAttemptAt"),
             "attempts": item.get("attempts"),
             "retries": item.get("retries"),

@@ -1,9 +1,9 @@
 """A client cancels an operation: ``POST /operations/{operationId}/cancel``.
 
 Only a PENDING operation can be cancelled: until the payment worker moves it to PAYMENT_PROCESSING,
-nothing has been sent to the legacy system. The cancel is ONE transaction -- PENDING -> CANCELLED,
-conditional on the state and version read, plus the ``OperationCancelled`` outbox row (orders release
-the reservation on it) -- and the worker's own step starts with the conditional PENDING ->
+nothing has been sent to the legacy system. The cancel is ONE conditional write -- PENDING ->
+CANCELLED, conditional on the state and version read, with the ``OperationCancelled`` event in the item
+(orders release the reservation on it) -- and the worker's own step starts with the conditional PENDING ->
 PAYMENT_PROCESSING, so exactly one of the two wins:
 
 * the cancel first: the worker's condition fails, it re-reads CANCELLED (a payment step "done" state)
@@ -11,7 +11,7 @@ PAYMENT_PROCESSING, so exactly one of the two wins:
 * the worker first: the cancel's condition fails, it re-reads PAYMENT_PROCESSING and answers 409.
 
 A repeated cancel of a CANCELLED operation gets the same answer (the operation), without a second
-event; the event's id derives from the operation's, so even a retried transaction cannot make two.
+event; the event's id derives from the operation's, so even a retried write cannot make two.
 """
 
 from __future__ import annotations
@@ -93,11 +93,13 @@ def cancel_operation(
             occurred_at=moment,
         )
         try:
-            store.apply(
-                [
-                    store.transition_write(plan, on_condition_failed=lambda _old: _Changed()),
-                    store.outbox_write(operation_id, event),
-                ]
+            store.apply_one(
+                store.transition_write(
+                    plan,
+                    on_condition_failed=lambda _old: _Changed(),
+                    events=(event,),
+                    legacy=operation.legacy,
+                )
             )
         except _Changed:
             continue  # the worker (or another cancel) moved it meanwhile: read again, decide again

@@ -1,14 +1,20 @@
 """The HTTP side of the pipeline: accept a payment request (202 + operationId), describe an operation.
 
-Accepting is: claim-check the whole request into S3 (sha256 recorded), then ONE DynamoDB transaction
-that writes the PENDING operation, the ``PaymentRequested`` outbox row and -- with an
-Idempotency-Key -- the key binding. Nothing is published from here: the outbox row reaches SNS via
-the table stream, so a crash after the commit cannot lose the request and a crash before it leaves
-only an orphan S3 object (removed by the bucket's lifecycle rule).
+Accepting is ONE conditional PutItem (``OperationStore.create_operation``): the PENDING operation with
+its request inline (or claim-checked into S3 when above the threshold, sha256 recorded either way)
+and its first event, ``PaymentRequested``, inside the item. Nothing is published from here: the
+event reaches SNS via the table stream, so a crash after the write cannot lose the request.
+
+With an Idempotency-Key the operationId derives from the caller and the key, so the item itself
+refuses a second acceptance and the failed condition's ALL_OLD answers the retry: the same body gets
+the same 202, another body a 422 (``IdempotencyKeyMismatch``), and nothing more is stored either way.
+Without a key the id is random. Keys bound before the one-write layout (request-key items, kept until
+their TTL) are looked up first only while the stage says some may still exist.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,16 +22,19 @@ from typing import TYPE_CHECKING
 
 from payments.models import ErrorInfo, OperationView, PaymentRequest, ResultRefs, StepView
 from payments.operations import Operation, Status, Step, now_iso
-from payments.store import OperationStore
+from payments.store import OperationExists, OperationStore, operation_key
 from payments.subscriptions import PAYMENT_REQUESTED
-from relay.claim_check import put_json
+from relay.claim_check import DEFAULT_THRESHOLD_BYTES, keep_json
 from relay.envelope import ClaimCheckRef, new_envelope
-from relay.request_keys import Binding, IdempotencyKeyMismatch, RequestKeyRecord, request_sha256
+from relay.request_keys import IdempotencyKeyMismatch, RequestKeyRecord, request_sha256
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 __all__ = ["IdempotencyKeyMismatch"]
+
+# uuid5 namespace of operation ids derived from (caller, Idempotency-Key).
+_OPERATION_ID_NAMESPACE = uuid.UUID("0b6c1f0e-51a3-4c43-9c5e-5f0f2b7c1a11")
 
 
 @dataclass(frozen=True)
@@ -35,67 +44,90 @@ class Accepted:
     replayed: bool
 
 
-def request_path(operation_id: str) -> str:
-    return f"payments/{operation_id}/request.json"
+def derived_operation_id(caller: str, idempotency_key: str) -> str:
+    """The operation a caller's Idempotency-Key names: the same pair always gives the same id, and two
+    callers who happen to choose the same key never share an operation."""
+    return str(uuid.uuid5(_OPERATION_ID_NAMESPACE, json.dumps([caller, idempotency_key])))
+
+
+def request_path(operation_id: str, sha256: str) -> str:
+    # The request's hash in the key: a retry with another body never overwrites the accepted one.
+    return f"payments/{operation_id}/request-{sha256[:16]}.json"
 
 
 def accept_payment(
     request: PaymentRequest,
     *,
     idempotency_key: str | None,
-    correlation_id: str,
+    correlation_id: str | None,
     store: OperationStore,
     s3_client: S3Client,
     bucket: str,
-    key_ttl_days: int,
+    caller: str = "anonymous",
+    claim_check_threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
+    legacy_request_keys: bool = False,
     deadline_seconds: int = 900,
     now: datetime | None = None,
 ) -> Accepted:
     document = request.to_document()
-    # The same canonical text the claim check stores, so this is also the S3 object's sha256.
+    # The same canonical text a claim check would store, so this is also its sha256.
     sha256 = request_sha256(document)
-
-    def create(bind: Binding) -> Accepted:
+    if idempotency_key is None:
         operation_id = str(uuid.uuid4())
-        ref = put_json(document, bucket=bucket, key=request_path(operation_id), s3_client=s3_client)
-        moment = now or datetime.now(UTC)
-        at = now_iso(moment)
-        operation = Operation(
-            operation_id=operation_id,
-            status=Status.PENDING,
-            version=1,
-            payment_id=request.payment_id,
-            order_id=request.order_id,
-            correlation_id=correlation_id,
-            request_ref=ref,
-            created_at=at,
-            updated_at=at,
-            steps=(Step("request", "ACCEPTED", at),),
-            callback_url=request.callback_url,
-        )
-        event = new_envelope(
-            PAYMENT_REQUESTED,
-            identity=[operation_id, "payment-requested"],
-            ids=operation.ids(),
-            claim_check=ref,
-            correlation_id=correlation_id,
-            occurred_at=moment,
-        )
-        # A concurrent request with the same key that commits first leaves ours nothing but an orphan
-        # S3 object (the bucket's lifecycle removes it); we answer as the replay of the winner.
-        store.create_operation(
-            operation, event, bind=bind, deadline=moment + timedelta(seconds=deadline_seconds)
-        )
-        return Accepted(operation_id, str(Status.PENDING), replayed=False)
-
-    def replay(record: RequestKeyRecord) -> Accepted:
-        operation = store.get_operation(record.entity_id)
-        status = str(operation.status) if operation is not None else str(Status.PENDING)
-        return Accepted(record.entity_id, status, replayed=True)
-
-    return store.request_keys.accept_once(
-        idempotency_key, sha256, ttl_days=key_ttl_days, create=create, replay=replay
+    else:
+        if legacy_request_keys:
+            bound = store.request_keys.replayed(idempotency_key, sha256)
+            if bound is not None:
+                found = store.get_operation(bound.entity_id)
+                status = str(found.status) if found is not None else str(Status.PENDING)
+                return Accepted(bound.entity_id, status, replayed=True)
+        operation_id = derived_operation_id(caller, idempotency_key)
+    kept = keep_json(
+        document,
+        threshold_bytes=claim_check_threshold_bytes,
+        bucket=bucket,
+        key=request_path(operation_id, sha256),
+        s3_client=s3_client,
     )
+    moment = now or datetime.now(UTC)
+    at = now_iso(moment)
+    correlation_id = correlation_id or operation_id
+    operation = Operation(
+        operation_id=operation_id,
+        status=Status.PENDING,
+        version=1,
+        payment_id=request.payment_id,
+        order_id=request.order_id,
+        correlation_id=correlation_id,
+        request=kept,
+        created_at=at,
+        updated_at=at,
+        steps=(Step("request", "ACCEPTED", at),),
+        callback_url=request.callback_url,
+    )
+    event = new_envelope(
+        PAYMENT_REQUESTED,
+        identity=[operation_id, "payment-requested"],
+        ids=operation.ids(),
+        payload={},
+        correlation_id=correlation_id,
+        occurred_at=moment,
+    )
+    try:
+        store.create_operation(operation, event, deadline=moment + timedelta(seconds=deadline_seconds))
+    except OperationExists as exists:
+        # The failed condition's ALL_OLD is the operation as stored; read it only if DynamoDB left it out.
+        stored = exists.item or store.read(operation_key(operation_id)) or {}
+        stored_sha256 = str(stored.get("requestSha256") or (stored.get("requestRef") or {}).get("sha256"))
+        if idempotency_key is None or stored_sha256 != sha256:
+            raise IdempotencyKeyMismatch(
+                RequestKeyRecord(idempotency_key or "", operation_id, stored_sha256),
+                entity=store.ENTITY,
+                received_sha256=sha256,
+                retry_hint=store.NEW_ONE,
+            ) from None
+        return Accepted(operation_id, str(stored.get("status") or Status.PENDING), replayed=True)
+    return Accepted(operation_id, str(Status.PENDING), replayed=False)
 
 
 def _uri(ref: ClaimCheckRef | None) -> str | None:
@@ -122,8 +154,8 @@ def view_of(operation: Operation) -> OperationView:
         next_attempt_at=operation.next_attempt_at,
         attempts=operation.attempts or None,
         results=ResultRefs(
-            request=_uri(operation.request_ref),
-            result=_uri(operation.result_ref),
+            request=operation.request.uri,
+            result=operation.result.uri if operation.result is not None else None,
             invoice_input=_uri(operation.invoice_input_ref),
             payment_ref=operation.payment_ref,
             invoice_id=operation.invoice_id,

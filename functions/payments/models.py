@@ -185,9 +185,16 @@ class ErrorInfo(ApiModel):
 
 
 class ResultRefs(ApiModel):
-    request: str | None = Field(None, description="S3 URI of the stored request")
-    result: str | None = Field(None, description="S3 URI of the legacy system's result")
-    invoice_input: str | None = Field(None, description="S3 URI of the invoice input")
+    request: str | None = Field(
+        None,
+        description="S3 URI of the stored request (only a request above the claim-check threshold is in S3)",
+    )
+    result: str | None = Field(
+        None, description="S3 URI of the legacy system's result (only when above the claim-check threshold)"
+    )
+    invoice_input: str | None = Field(
+        None, description="S3 URI of the invoice input (operations accepted before the one-write layout)"
+    )
     payment_ref: str | None = None
     invoice_id: str | None = None
 

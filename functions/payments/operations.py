@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from relay.claim_check import Kept
 from relay.envelope import ClaimCheckRef
 from relay.state_machine import (
     AlreadyApplied,
@@ -154,7 +155,8 @@ class Operation:
     version: int
     payment_id: str
     correlation_id: str
-    request_ref: ClaimCheckRef
+    # The request as accepted: inline, or in S3 when above the claim-check threshold.
+    request: Kept
     created_at: str
     updated_at: str
     steps: tuple[Step, ...] = ()
@@ -162,7 +164,9 @@ class Operation:
     error: OperationError | None = None
     payment_ref: str | None = None
     payment_accepted_at: str | None = None
-    result_ref: ClaimCheckRef | None = None
+    # The legacy system's answer, kept like the request.
+    result: Kept | None = None
+    # Only operations written before the one-write layout: the invoice input's claim check.
     invoice_input_ref: ClaimCheckRef | None = None
     invoice_id: str | None = None
     expires_at: int | None = None
@@ -173,7 +177,12 @@ class Operation:
     attempts: int = 0
     last_error: str | None = None
     redrives: int = 0
+    # When the sweeper looks at it next (the deadline index), None once it left the index.
     deadline_at: int | None = None
+    # Written before the one-write layout: markers in the idempotency table, the legacy index.
+    legacy: bool = False
+    # The events it processed (``relay.entity_events``): eventId -> payload hash.
+    seen: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Where the client wants its completion notice (``payments.notices``), checked when accepted.
     callback_url: str | None = None
 
@@ -202,8 +211,9 @@ def plan_transition(
 
     ``attributes`` are domain fields to set with the transition (e.g. ``payment_ref=``). Entering a
     terminal state needs ``ttl_days`` (clean-up never depends on anyone remembering to delete) and
-    takes the operation out of the deadline index; entering a non-terminal state sets its deadline
-    from ``deadlines`` (seconds per state; the sweeper looks at it then) and clears the retry fields.
+    records its TTL; entering a non-terminal state clears the retry fields. The deadline index is
+    not touched: the sweeper tells a step's own deadline from ``deadlines`` (seconds per state, from
+    entering it) and re-arms the index only for a step that runs long.
     """
     MACHINE.check(operation.operation_id, operation.status, target)
     moment = now or datetime.now(UTC)
@@ -221,10 +231,8 @@ def plan_transition(
         if ttl_days is None:
             raise ValueError(f"entering terminal state {target} needs ttl_days")
         attributes["expires_at"] = int((moment + timedelta(days=ttl_days)).timestamp())
-    else:
-        if deadlines is None or target not in deadlines:
-            raise ValueError(f"entering non-terminal state {target} needs its deadline (deadlines=)")
-        attributes.setdefault("deadline_at", moment + timedelta(seconds=deadlines[target]))
+    elif deadlines is None or target not in deadlines:
+        raise ValueError(f"entering non-terminal state {target} needs its deadline (deadlines=)")
     return MACHINE.plan(
         operation.operation_id,
         operation.status,

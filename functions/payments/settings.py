@@ -11,6 +11,7 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from payments.operations import Status
+from relay.claim_check import DEFAULT_THRESHOLD_BYTES
 from relay.settings import FunctionEnvironment, OutboxSettings, http_url
 
 # SQS DelaySeconds accepts at most 900 seconds; a longer wait is a chain of delayed checks.
@@ -29,6 +30,13 @@ class Settings(OutboxSettings):
     payment_max_age_seconds: int = Field(3600, gt=0)
     payment_check_base_delay_seconds: int = Field(30, ge=0, le=MAX_SQS_DELAY_SECONDS)
     max_body_bytes: int = Field(1_048_576, gt=0)
+    # Claim check only when large: a request, result or invoice input whose canonical JSON is larger
+    # than this goes to S3 (its reference in the item or the event); smaller ones travel inline.
+    claim_check_threshold_bytes: int = Field(DEFAULT_THRESHOLD_BYTES, ge=0, le=300 * 1024)
+    # Upgrading a stage that accepted payments with Idempotency-Keys before the one-write layout: its
+    # request-key items (kept request_key_ttl_days) are looked up before accepting, so a client's
+    # retry of a request accepted then is answered, not accepted twice. Turn off once they expired.
+    legacy_request_keys: bool = False
     terminal_ttl_days: int = Field(30, gt=0)
     failed_ttl_days: int = Field(90, gt=0)
     # The lifecycle (stage config ``payments.lifecycle``): how long each step may take before it is
@@ -110,7 +118,14 @@ API = FunctionEnvironment(
     Settings,
     "api",
     required=("operations_table", "idempotency_table", "payments_bucket"),
-    optional=("max_body_bytes", *_TTLS, "silence_seconds", "callback_allow_loopback_http"),
+    optional=(
+        "max_body_bytes",
+        *_TTLS,
+        "silence_seconds",
+        "callback_allow_loopback_http",
+        "claim_check_threshold_bytes",
+        "legacy_request_keys",
+    ),
 )
 OUTBOX_PUBLISHER = FunctionEnvironment(
     Settings, "outbox-publisher", required=("operations_table", "events_topic_arn")
@@ -125,13 +140,14 @@ PAYMENT_WORKER = FunctionEnvironment(
         "legacy_timeout_seconds",
         "payment_max_age_seconds",
         "payment_check_base_delay_seconds",
+        "claim_check_threshold_bytes",
     ),
 )
 POST_PROCESSOR = FunctionEnvironment(
     Settings,
     "post-processor",
     required=("operations_table", "idempotency_table", "payments_bucket"),
-    optional=(*_TTLS, *LIFECYCLE),
+    optional=(*_TTLS, *LIFECYCLE, "claim_check_threshold_bytes"),
 )
 INVOICE_WORKER = FunctionEnvironment(
     Settings,

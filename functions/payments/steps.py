@@ -2,14 +2,15 @@
 
 Every step follows the same rules (the seed notes' four failure windows):
 
-* a delivery whose processed-event marker exists, or whose operation is already past the step, is
-  acknowledged without effect (a duplicate or a late redelivery);
-* the state change, the outbox row of the next event and the processed-event marker commit in ONE
-  ``TransactWriteItems`` (``relay.idempotency.commit_once``), conditional on the state and version
-  that were read -- so a crash after the commit and before the acknowledgement only causes a
-  redelivery that changes nothing;
-* anything written to S3 before that commit (result, invoice input) is written under a fixed key,
-  so a retry after a crash overwrites it with the same bytes;
+* a delivery the operation already recorded (``seen``), or whose operation is already past the step,
+  is acknowledged without effect (a duplicate or a late redelivery); the same eventId with another
+  payload is a PayloadConflict;
+* the state change, the processed eventId and the next event commit in ONE conditional UpdateItem of
+  the operation (``relay.entity_events``), conditional on the state and version that were read -- so
+  a crash after the write and before the acknowledgement only causes a redelivery that changes
+  nothing, and the stream publishes the event from the item;
+* the result and the invoice input travel inline; only above the claim-check threshold are they
+  written to S3, under a fixed key, so a retry after a crash overwrites it with the same bytes;
 * external calls carry a stable downstream idempotency key (``{operationId}:payment``,
   ``{operationId}:invoice``), so a retry after a lost reply charges or invoices nothing more.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Concatenate, Protocol
@@ -38,7 +40,7 @@ from payments.operations import (
     plan_transition,
 )
 from payments.settings import MAX_SQS_DELAY_SECONDS, Settings
-from payments.store import status_of
+from payments.store import result_of, result_to_store, status_of
 from payments.subscriptions import (
     INVOICE_FAILED,
     INVOICE_REDRIVE_DUE,
@@ -53,14 +55,22 @@ from payments.subscriptions import (
     PAYMENT_UNRESOLVED,
     POST_PROCESSING_REDRIVE_DUE,
 )
+from relay import entity_events
 from relay.backoff import backoff_delay
-from relay.claim_check import get_json, put_json
+from relay.claim_check import Kept, canonical_bytes, get_json, keep_json, load_json
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
-from relay.errors import DependencyUnavailable, InvalidInput, OutcomeUnknown, PermanentError, TransientError
+from relay.errors import (
+    ClaimCheckMismatch,
+    DependencyUnavailable,
+    InvalidInput,
+    OutcomeUnknown,
+    PayloadConflict,
+    PermanentError,
+    TransientError,
+)
 from relay.idempotency import BusinessWrite, CommitResult
 from relay.observability import logger, record_metric
 from relay.retry import RetryBudgetSpent
-from relay.side_effects import run_once
 from relay.state_machine import explain_stale, state_of
 
 if TYPE_CHECKING:
@@ -214,10 +224,12 @@ def _begin(envelope: Envelope, deps: StepDeps, rule: StepRule) -> Operation | No
     state the step cannot run from is an IllegalTransition: parked with the reason."""
     step, done, runs_from = rule.step, rule.done, rule.runs_from
     operation_id = _expect(envelope, *rule.event_types)
-    if deps.store.already_processed(envelope):
-        _skip(envelope, None, "event already processed")
-        return None
     operation = _load(deps, operation_id, envelope)
+    if entity_events.seen({entity_events.SEEN_ATTRIBUTE: operation.seen}, envelope) or (
+        operation.legacy and deps.store.already_processed(envelope)
+    ):
+        _skip(envelope, operation, "event already processed")
+        return None
     if operation.status in done:
         _skip(envelope, operation, f"{step} already done")
         return None
@@ -279,29 +291,63 @@ def _advance(deps: StepDeps, operation: Operation, target: Status, rule: StepRul
     concurrent = rule.runs_from - {operation.status, target}
     try:
         deps.store.apply_one(
-            deps.store.transition_write(plan, on_condition_failed=on_stale(plan, done | {target}, concurrent))
+            deps.store.transition_write(
+                plan,
+                on_condition_failed=on_stale(plan, done | {target}, concurrent),
+                legacy=operation.legacy,
+            )
         )
     except AlreadyApplied:
         current = deps.store.get_operation(operation.operation_id)
         if current is None or current.status in done:
             return None
         return current  # a concurrent delivery moved it to ``target``: continue from there
-    return applied(operation, plan)
+    # An operation of the layout before is converted by this first write (``seen``, the ``due`` index).
+    return applied(operation, plan, legacy=False)
 
 
 def _commit(
-    deps: LifecycleDeps, envelope: Envelope, writes: list[BusinessWrite], operation: Operation
+    deps: LifecycleDeps,
+    envelope: Envelope,
+    write: BusinessWrite,
+    operation: Operation,
+    *,
+    marker: bool = False,
 ) -> None:
+    """ONE write of the operation that records ``envelope`` as processed (built with
+    ``cause=envelope``); a failed condition is explained by the write's own ``on_condition_failed``,
+    which ``seen_first`` makes read a duplicate as one. ``marker``: an operation of the layout before,
+    whose non-transition write commits with the old processed-event marker instead."""
     try:
-        result = deps.store.commit_once(envelope, writes)
+        if marker:
+            if deps.store.commit_once(envelope, [write]) is CommitResult.DUPLICATE:
+                return  # counted and logged by the kernel
+        else:
+            deps.store.apply_one(write)
     except AlreadyApplied as exc:
         _skip(envelope, operation, str(exc))
         return
-    if result is CommitResult.DUPLICATE:
-        return  # counted and logged by the kernel
     logger().info(
         "step committed", extra={"operation_id": operation.operation_id, "event_type": envelope.event_type}
     )
+
+
+def seen_first(
+    envelope: Envelope, explain: Callable[[Mapping[str, Any] | None], Exception]
+) -> Callable[[Mapping[str, Any] | None], Exception]:
+    """A failed condition of a write that records ``envelope``: the operation as it was (ALL_OLD)
+    already holds the eventId -> a duplicate (or, with another payload, a PayloadConflict), learned
+    without a second read; anything else is ``explain``'s."""
+
+    def explain_seen(old: Mapping[str, Any] | None) -> Exception:
+        try:
+            if entity_events.seen(old, envelope):
+                return AlreadyApplied(f"event {envelope.event_id} already processed")
+        except PayloadConflict as conflict:
+            return conflict
+        return explain(old)
+
+    return explain_seen
 
 
 def _commit_step(
@@ -312,14 +358,21 @@ def _commit_step(
     event: Envelope,
     *,
     done: frozenset[Status],
+    result: Kept | None = None,
+    result_consumed: bool = False,
 ) -> None:
-    """A step's outcome: the transition, the next event's outbox row and the marker, in ONE
-    transaction (a failed condition is explained by ``on_stale`` against ``done``)."""
-    writes = [
-        deps.store.transition_write(plan, on_condition_failed=on_stale(plan, done)),
-        deps.store.outbox_write(operation.operation_id, event),
-    ]
-    _commit(deps, envelope, writes, operation)
+    """A step's outcome: the transition, the processed eventId and the next event, in ONE conditional
+    UpdateItem (a failed condition is explained by ``seen_first`` and ``on_stale`` against ``done``)."""
+    write = deps.store.transition_write(
+        plan,
+        on_condition_failed=seen_first(envelope, on_stale(plan, done)),
+        cause=envelope,
+        events=(event,),
+        legacy=operation.legacy,
+        result=result,
+        result_consumed=result_consumed,
+    )
+    _commit(deps, envelope, write, operation)
 
 
 def _event(
@@ -386,14 +439,17 @@ def end_unsuccessfully(
         payload["paymentRef"] = operation.payment_ref
     ended = _event(event_type, operation, envelope, label, payload=payload)
     done = PAYMENT_DONE if target is not Status.INVOICE_FAILED else INVOICE_DONE | POST_PROCESSING_DONE
-    writes = [
-        deps.store.transition_write(plan, on_condition_failed=on_stale(plan, done)),
-        deps.store.outbox_write(operation.operation_id, ended),
-    ]
+    write = deps.store.transition_write(
+        plan,
+        on_condition_failed=seen_first(envelope, on_stale(plan, done)) if marker else on_stale(plan, done),
+        cause=envelope if marker else None,
+        events=(ended,),
+        legacy=operation.legacy,
+    )
     if marker:
-        _commit(deps, envelope, writes, operation)
+        _commit(deps, envelope, write, operation)
     else:
-        deps.store.apply(writes)
+        deps.store.apply_one(write)
     record_metric(_ENDING_METRIC[target], event_type=envelope.event_type)
     logger().warning(
         "operation ended unsuccessfully",
@@ -437,18 +493,14 @@ def _retry_later(
         plan = ctx.plan_retry(error)
     except RetryBudgetSpent as spent:
         return spent
-    deadline = deps.settings.deadline_after(plan.next_attempt_at)
     try:
-        deps.store.apply(
-            [
-                deps.store.retry_write(
-                    operation,
-                    next_attempt_at=plan.next_attempt_at,
-                    deadline=deadline,
-                    error=str(error),
-                    on_condition_failed=lambda _old: AlreadyApplied("the operation moved on"),
-                )
-            ]
+        deps.store.apply_one(
+            deps.store.retry_write(
+                operation,
+                next_attempt_at=plan.next_attempt_at,
+                error=str(error),
+                on_condition_failed=lambda _old: AlreadyApplied("the operation moved on"),
+            )
         )
     except AlreadyApplied:
         pass  # moved on meanwhile: the retry will see where it is
@@ -503,7 +555,7 @@ def process_payment(
 
     # Read (and verify) the claim check BEFORE changing state: a tampered request is parked while
     # the operation still shows where it stopped.
-    request = get_json(operation.request_ref, s3_client=deps.s3)
+    request = load_json(operation.request, deps.s3, what="request")
     if operation.status is Status.RECONCILING:
         _reconcile(envelope, ctx, deps, operation, request, now=now)
         return
@@ -553,25 +605,25 @@ def _payment_completed(
     deps: StepDeps, envelope: Envelope, operation: Operation, outcome: LegacyOutcome, *, now: datetime | None
 ) -> None:
     operation_id = operation.operation_id
-    result = {**outcome.document, "operationId": operation_id}
-    result_ref = put_json(result, bucket=deps.bucket, key=result_path(operation_id), s3_client=deps.s3)
+    result = keep_json(
+        result_to_store(outcome.document),
+        threshold_bytes=deps.settings.claim_check_threshold_bytes,
+        bucket=deps.bucket,
+        key=result_path(operation_id),
+        s3_client=deps.s3,
+    )
     plan = plan_step(
-        deps.settings,
-        operation,
-        Status.PAYMENT_COMPLETED,
-        now=now,
-        payment_ref=outcome.payment_ref,
-        result_ref=result_ref,
+        deps.settings, operation, Status.PAYMENT_COMPLETED, now=now, payment_ref=outcome.payment_ref
     )
     completed = _event(
         PAYMENT_COMPLETED,
         operation,
         envelope,
         "payment-completed",
-        claim_check=result_ref,
+        payload={},
         ids={"paymentRef": outcome.payment_ref} if outcome.payment_ref else None,
     )
-    _commit_step(deps, envelope, operation, plan, completed, done=PAYMENT_DONE)
+    _commit_step(deps, envelope, operation, plan, completed, done=PAYMENT_DONE, result=result)
 
 
 def _send_to_self(ctx: RecordContext, event: Envelope, delay: int) -> None:
@@ -633,16 +685,15 @@ def _schedule_check(
     _commit(
         deps,
         envelope,
-        [
-            deps.store.payment_accepted_write(
-                operation.operation_id,
-                now_iso(accepted_at),
-                next_attempt_at=next_at,
-                deadline=deps.settings.deadline_after(next_at),
-                on_condition_failed=_accepted_stale(operation),
-            )
-        ],
+        deps.store.payment_accepted_write(
+            operation.operation_id,
+            now_iso(accepted_at),
+            next_attempt_at=next_at,
+            cause=None if operation.legacy else envelope,
+            on_condition_failed=seen_first(envelope, _accepted_stale(operation)),
+        ),
         operation,
+        marker=operation.legacy,
     )
     logger().info(
         "payment still processing; status check scheduled",
@@ -683,12 +734,16 @@ def _start_reconciling(
         now=now,
         reconcile_reason=f"{code}: {reason}",
         next_attempt_at=next_at,
-        deadline_at=deps.settings.deadline_after(next_at),
     )
     _commit(
         deps,
         envelope,
-        [deps.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE))],
+        deps.store.transition_write(
+            plan,
+            on_condition_failed=seen_first(envelope, on_stale(plan, PAYMENT_DONE)),
+            cause=envelope,
+            legacy=operation.legacy,
+        ),
         operation,
     )
     record_metric("PaymentReconciling", event_type=envelope.event_type)
@@ -754,16 +809,15 @@ def _reconcile(
     _commit(
         deps,
         envelope,
-        [
-            deps.store.retry_write(
-                operation,
-                next_attempt_at=next_at,
-                deadline=deps.settings.deadline_after(next_at),
-                error=unknown,
-                on_condition_failed=_accepted_stale(operation, Status.RECONCILING),
-            )
-        ],
+        deps.store.retry_write(
+            operation,
+            next_attempt_at=next_at,
+            error=unknown,
+            cause=None if operation.legacy else envelope,
+            on_condition_failed=seen_first(envelope, _accepted_stale(operation, Status.RECONCILING)),
+        ),
         operation,
+        marker=operation.legacy,
     )
     logger().info(
         "payment still unknown; reconciliation check scheduled",
@@ -823,11 +877,15 @@ def invoice_input(
 def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation) -> None:
     """PaymentCompleted -> POST_PROCESSING -> invoice input in S3 -> INVOICE_PENDING + InvoiceRequested."""
     operation_id = operation.operation_id
-    result_ref = envelope.claim_check or operation.result_ref
-    if result_ref is None:
-        raise InvalidInput(f"event {envelope.event_id} (PaymentCompleted) carries no result claim check")
-    result = get_json(result_ref, s3_client=deps.s3)
-    request = get_json(operation.request_ref, s3_client=deps.s3)
+    if envelope.claim_check is not None:  # a PaymentCompleted of the layout before
+        result = get_json(envelope.claim_check, s3_client=deps.s3)
+    elif operation.result is not None:
+        result = result_of(operation, load_json(operation.result, deps.s3, what="payment result"))
+    else:
+        raise InvalidInput(
+            f"event {envelope.event_id} (PaymentCompleted): operation {operation_id} holds no payment result"
+        )
+    request = load_json(operation.request, deps.s3, what="request")
 
     if operation.status is Status.PAYMENT_COMPLETED:
         advanced = _advance(deps, operation, Status.POST_PROCESSING, POST_PROCESSING_STEP)
@@ -836,15 +894,26 @@ def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operati
             return
         operation = advanced
 
-    ref = put_json(
+    kept = keep_json(
         invoice_input(operation, request, result),
+        threshold_bytes=deps.settings.claim_check_threshold_bytes,
         bucket=deps.bucket,
         key=invoice_input_path(operation_id),
         s3_client=deps.s3,
     )
-    plan = plan_step(deps.settings, operation, Status.INVOICE_PENDING, invoice_input_ref=ref)
-    requested = _event(INVOICE_REQUESTED, operation, envelope, "invoice-requested", claim_check=ref)
-    _commit_step(deps, envelope, operation, plan, requested, done=POST_PROCESSING_DONE)
+    plan = plan_step(deps.settings, operation, Status.INVOICE_PENDING)
+    # The invoice input derives from the request and the payment reference, both in the operation:
+    # the event carries its sha256 (the invoice worker rebuilds it and must get the same bytes), or
+    # its claim check when it is large.
+    requested = _event(
+        INVOICE_REQUESTED,
+        operation,
+        envelope,
+        "invoice-requested",
+        payload={"invoiceInputSha256": kept.sha256} if kept.ref is None else None,
+        claim_check=kept.ref,
+    )
+    _commit_step(deps, envelope, operation, plan, requested, done=POST_PROCESSING_DONE, result_consumed=True)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -856,22 +925,12 @@ def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operati
 def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation) -> None:
     """InvoiceRequested -> invoice API (once) -> COMPLETED + OperationCompleted."""
     operation_id = operation.operation_id
-    ref = envelope.claim_check or operation.invoice_input_ref
-    if ref is None:
-        raise InvalidInput(
-            f"event {envelope.event_id} (InvoiceRequested) carries no invoice-input claim check"
-        )
-    document = get_json(ref, s3_client=deps.s3)
+    document = _invoice_input(envelope, operation, deps)
     charged = f"payment {operation.payment_ref} was charged and is not refunded"
     try:
-        issued = run_once(
-            "invoice",
-            downstream_key=invoice_key(operation_id),
-            payload=document,
-            call=lambda key: deps.invoices.issue(document, idempotency_key=key),
-            table_name=deps.store.idempotency_table,
-            ddb_client=deps.store.ddb,
-        )
+        # Guarded by the operation's state (only INVOICE_PENDING runs this, and the transition below
+        # is conditional on it) and by the invoice API's own key: a repeat returns the same invoice.
+        issued = deps.invoices.issue(document, idempotency_key=invoice_key(operation_id))
     except InvoiceRefused as refused:
         # Partial success, said so: charged, invoice refused for good.
         end_unsuccessfully(
@@ -901,3 +960,26 @@ def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operat
         payload={"invoiceId": invoice_id, "paymentRef": operation.payment_ref},
     )
     _commit_step(deps, envelope, operation, plan, completed, done=INVOICE_DONE)
+
+
+def _invoice_input(envelope: Envelope, operation: Operation, deps: StepDeps) -> Mapping[str, Any]:
+    """The invoice input InvoiceRequested names: rebuilt from the operation and checked against the
+    sha256 the event carries, or read from its claim check when large; an event of the layout before
+    names the operation's claim check."""
+    expected = (envelope.payload or {}).get("invoiceInputSha256")
+    if expected:
+        request = load_json(operation.request, deps.s3, what="request")
+        document = invoice_input(operation, request, {"paymentRef": operation.payment_ref})
+        actual = hashlib.sha256(canonical_bytes(document)).hexdigest()
+        if actual != expected:
+            raise ClaimCheckMismatch(
+                f"event {envelope.event_id} (InvoiceRequested): the invoice input rebuilt from operation "
+                f"{operation.operation_id} has sha256 {actual[:12]}…, the event names {str(expected)[:12]}…; "
+                "the operation changed after post-processing. Not invoiced."
+            )
+        return document
+    ref = envelope.claim_check or operation.invoice_input_ref
+    if ref is None:
+        raise InvalidInput(f"event {envelope.event_id} (InvoiceRequested) carries no invoice input")
+    stored: Mapping[str, Any] = get_json(ref, s3_client=deps.s3)
+    return stored

@@ -1,39 +1,57 @@
 """Data access for the payments tables -- the ONLY module that knows attribute names and key shapes.
 
-Operations table (``OPERATIONS_TABLE``; pk/sk, stream NEW_AND_OLD_IMAGES, TTL ``expiresAt``):
+Operations table (``OPERATIONS_TABLE``; pk/sk, stream NEW_AND_OLD_IMAGES, TTL ``expiresAt``): the
+operation, ``pk = OPERATION#<operationId>, sk = OPERATION``. It is its own
+processed-event marker and outbox (``relay.entity_events``): every step is ONE conditional write of
+this item that records the eventId it processed (``seen``) and the events it produces (``ev``),
+which the stream publisher publishes. The request (``request``) and the legacy system's answer
+(``result``) are kept inline as canonical JSON, or in S3 above the claim-check threshold
+(``requestRef``/``resultRef``), with the request's sha256 either way (``requestSha256``).
 
-* the operation:   ``pk = OPERATION#<operationId>, sk = OPERATION`` (kind ``operation``)
-* its outbox rows: ``pk = OPERATION#<operationId>, sk = OUTBOX#<eventType>#<eventId>`` (kind
-  ``outbox``, written by ``relay.outbox.outbox_write``) -- in the operation's partition so its
-  history reads with one Query; the stream publisher picks them up.
+The item stays under 1 KB on the common path, because a write is billed per KB of the larger of the
+item's two images: what can be derived is not stored. The operation's id is its key's suffix; its
+correlation id, when the client sent none, is its id; the history's times are base-36 epoch
+milliseconds; a state's start is the last transition's ``updatedAt``; the result keeps only what the
+operation does not already hold (``paymentRef``, the legacy key); the invoice input is derived from the
+request and the result; and the request itself leaves the item once the operation COMPLETED (its sha256
+stays, to answer a retry).
 
-Idempotency table (``IDEMPOTENCY_TABLE``; pk ``id``, TTL ``expiresAt``), shared with the kernel's
-processed-event markers and Powertools idempotency records:
+Accepting is ONE conditional PutItem (``create_operation``): with an Idempotency-Key the id derives
+from the caller and the key, so the item itself refuses a second acceptance, and the failed
+condition's ALL_OLD answers the retry.
 
-* a client Idempotency-Key: ``id = request-key#<key>`` -> operationId and the request's sha256.
+Written before the one-write layout (still read and completed, ``Operation.legacy``): outbox rows
+``sk = OUTBOX#<eventType>#<eventId>`` (published by the same stream publisher), client keys
+``id = request-key#<key>`` in the idempotency table (``relay.request_keys``), processed-event
+markers there, the request's claim check always in S3, and the legacy deadline index.
 
-Deadline index (``relay.deadlines``, GSI ``by-deadline`` of the operations table): a non-terminal
-operation and an unpublished outbox row carry ``deadlineShard``/``deadlineAt``; the sweeper queries
-it for what is overdue. Entering a terminal state removes them, so the index holds only open work.
+Deadline index (``relay.deadlines``): the operation enters ``due`` when it is accepted and leaves it
+when it ended and its last event is published (``relay.outbox.settle_item``); the sweeper re-arms it
+for a step that runs long.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from payments.operations import Operation, OperationError, Status, Step, TransitionPlan, now_iso
-from relay import deadlines
+from payments.operations import (
+    Operation,
+    OperationError,
+    Status,
+    Step,
+    TransitionPlan,
+    now_iso,
+    parse_iso,
+)
+from relay import deadlines, entity_events
+from relay.claim_check import Kept, kept_from_ref
 from relay.entity_store import EntityStore
 from relay.envelope import ClaimCheckRef, Envelope
 from relay.expressions import Condition, Update
-from relay.idempotency import (
-    BusinessWrite,
-    OnConditionFailed,
-    put,
-)
-from relay.request_keys import Binding
+from relay.idempotency import BusinessWrite, OnConditionFailed, put
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -42,13 +60,12 @@ from relay.state_machine import state_of, transition_write
 
 OPERATION_SK = "OPERATION"
 OPERATION_KIND = "operation"
+_PK_PREFIX = "OPERATION#"
 
 # Domain field -> attribute name, for the fields a transition may set.
 _ATTRIBUTES = {
     "payment_ref": "paymentRef",
     "payment_accepted_at": "paymentAcceptedAt",
-    "result_ref": "resultRef",
-    "invoice_input_ref": "invoiceInputRef",
     "invoice_id": "invoiceId",
     "expires_at": "expiresAt",
     "error": "error",
@@ -58,16 +75,19 @@ _ATTRIBUTES = {
 }
 # Cleared by every transition: they describe the retries of the state that is left.
 _RETRY_ATTRIBUTES = ("nextAttemptAt", "lastError")
-# How long an outbox row may stay unpublished before the sweeper re-publishes it.
-OUTBOX_PUBLISH_GRACE = timedelta(minutes=5)
+
+
+class OperationExists(Exception):
+    """The operation's id is taken: ``item`` is the operation as stored (the failed condition's
+    ALL_OLD), so an Idempotency-Key's retry is answered from it."""
+
+    def __init__(self, item: Mapping[str, Any] | None) -> None:
+        super().__init__("the operation exists")
+        self.item = dict(item or {})
 
 
 def operation_key(operation_id: str) -> dict[str, str]:
-    return {"pk": f"OPERATION#{operation_id}", "sk": OPERATION_SK}
-
-
-def outbox_key(operation_id: str, envelope: Envelope) -> dict[str, str]:
-    return {"pk": f"OPERATION#{operation_id}", "sk": f"OUTBOX#{envelope.event_type}#{envelope.event_id}"}
+    return {"pk": f"{_PK_PREFIX}{operation_id}", "sk": OPERATION_SK}
 
 
 def _ref_to_item(ref: ClaimCheckRef) -> dict[str, Any]:
@@ -85,38 +105,105 @@ def _ref_from_item(value: Any) -> ClaimCheckRef | None:
     )
 
 
+def _kept_to_item(kept: Kept, inline: str, ref: str) -> dict[str, Any]:
+    if kept.ref is not None:
+        return {ref: _ref_to_item(kept.ref)}
+    return {inline: kept.text}
+
+
+def _kept_from_item(item: Mapping[str, Any], inline: str, ref: str, sha256: str | None) -> Kept | None:
+    stored_ref = _ref_from_item(item.get(ref))
+    if stored_ref is not None:
+        return kept_from_ref(stored_ref)
+    text = item.get(inline)
+    if text is None:
+        return None
+    data = str(text).encode("utf-8")
+    # The recorded sha256 (the request's) is what the text must match; a result records none, so
+    # its own text's hash is taken as written (the write that stored it is the only writer).
+    return Kept(str(sha256 or hashlib.sha256(data).hexdigest()), len(data), text=str(text))
+
+
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _base36(number: int) -> str:
+    text = ""
+    while True:
+        number, digit = divmod(number, 36)
+        text = _DIGITS[digit] + text
+        if not number:
+            return text
+
+
+def _step_to_item(entry: Mapping[str, Any]) -> str:
+    # "payment STARTED mi4d5v6g" (the time in base-36 epoch ms): a quarter of the map it was.
+    moment = parse_iso(str(entry["at"]))
+    return f"{entry['step']} {entry['status']} {_base36(round(moment.timestamp() * 1000))}"
+
+
+def _step_from_item(value: Any) -> Step:
+    if isinstance(value, Mapping):  # the layout before
+        return Step(str(value["step"]), str(value["status"]), str(value["at"]))
+    step, status, at = str(value).split(" ")
+    return Step(step, status, now_iso(datetime.fromtimestamp(int(at, 36) / 1000, UTC)))
+
+
+# What the legacy system's answer holds that the operation holds already, or that derives from it.
+_RESULT_DERIVED = ("operationId", "paymentRef", "idempotencyKey")
+
+
+def result_to_store(document: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if k not in _RESULT_DERIVED}
+
+
+def result_of(operation: Operation, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The legacy system's answer as it came: the stored part and what the operation derives."""
+    from payments.legacy import payment_key
+
+    derived = {"operationId": operation.operation_id, "idempotencyKey": payment_key(operation.operation_id)}
+    if operation.payment_ref:
+        derived["paymentRef"] = operation.payment_ref
+    return {**derived, **stored}
+
+
 def _to_attribute(value: Any) -> Any:
     if isinstance(value, datetime):
         return now_iso(value)
-    if isinstance(value, ClaimCheckRef):
-        return _ref_to_item(value)
     if isinstance(value, OperationError):
         return {"code": value.code, "message": value.message}
     return value
 
 
+def operation_id_of(item: Mapping[str, Any]) -> str:
+    return str(item.get("operationId") or str(item["pk"]).removeprefix(_PK_PREFIX))
+
+
 def operation_from_item(item: Mapping[str, Any]) -> Operation:
     error = item.get("error")
-    request_ref = _ref_from_item(item.get("requestRef"))
-    if request_ref is None:
-        raise ValueError(f"operation item {item.get('pk')} has no requestRef")
+    operation_id = operation_id_of(item)
+    request = _kept_from_item(item, "request", "requestRef", item.get("requestSha256"))
+    if request is None:
+        if not item.get("requestSha256"):
+            raise ValueError(f"operation item {item.get('pk')} has no request")
+        request = Kept(str(item["requestSha256"]), 0)  # COMPLETED: only its sha256 is kept
     return Operation(
-        operation_id=str(item["operationId"]),
+        operation_id=operation_id,
         status=Status(str(item["status"])),
         version=int(item["version"]),
         payment_id=str(item["paymentId"]),
         order_id=str(item["orderId"]) if item.get("orderId") else None,
-        correlation_id=str(item.get("correlationId") or item["operationId"]),
-        request_ref=request_ref,
+        correlation_id=str(item.get("correlationId") or operation_id),
+        request=request,
         created_at=str(item["createdAt"]),
         updated_at=str(item["updatedAt"]),
-        steps=tuple(Step(str(s["step"]), str(s["status"]), str(s["at"])) for s in item.get("steps") or []),
+        steps=tuple(_step_from_item(s) for s in item.get("steps") or []),
         error=OperationError(str(error["code"]), str(error["message"]))
         if isinstance(error, Mapping)
         else None,
         payment_ref=str(item["paymentRef"]) if item.get("paymentRef") else None,
         payment_accepted_at=str(item["paymentAcceptedAt"]) if item.get("paymentAcceptedAt") else None,
-        result_ref=_ref_from_item(item.get("resultRef")),
+        result=_kept_from_item(item, "result", "resultRef", None),
         invoice_input_ref=_ref_from_item(item.get("invoiceInputRef")),
         invoice_id=str(item["invoiceId"]) if item.get("invoiceId") else None,
         expires_at=int(item["expiresAt"]) if item.get("expiresAt") is not None else None,
@@ -125,15 +212,15 @@ def operation_from_item(item: Mapping[str, Any]) -> Operation:
         attempts=int(item.get("attempts") or 0),
         last_error=str(item["lastError"]) if item.get("lastError") else None,
         redrives=int(item.get("redrives") or 0),
-        deadline_at=int(item[deadlines.AT_ATTRIBUTE])
-        if item.get(deadlines.AT_ATTRIBUTE) is not None
-        else None,
+        deadline_at=deadlines.deadline_of(dict(item)),
+        legacy=not entity_events.has_seen_map(item),
+        seen={str(k): str(v) for k, v in (item.get(entity_events.SEEN_ATTRIBUTE) or {}).items()},
         callback_url=str(item["callbackUrl"]) if item.get("callbackUrl") else None,
     )
 
 
 class OperationStore(EntityStore):
-    """Reads and (transactional) writes of operations, outbox rows and client idempotency keys."""
+    """Reads and one-write-per-step writes of operations (and the request keys of the layout before)."""
 
     ENTITY = "operation"
     ID_ATTRIBUTE = "operationId"
@@ -154,118 +241,158 @@ class OperationStore(EntityStore):
 
     # writes --------------------------------------------------------------------------------------
 
-    def create_operation(
-        self, operation: Operation, event: Envelope, *, bind: Binding, deadline: datetime
-    ) -> None:
-        """ONE transaction: the PENDING operation (in the deadline index until ``deadline``), its
-        ``PaymentRequested`` outbox row and, with a client Idempotency-Key, the key binding
-        (``relay.request_keys``)."""
-        item = {
+    def create_operation(self, operation: Operation, event: Envelope, *, deadline: datetime) -> None:
+        """ONE conditional PutItem: the PENDING operation with its first event inside it (published
+        from the stream) and in the deadline index until ``deadline``. Raises ``OperationExists`` with
+        the stored operation when the id is taken."""
+        item: dict[str, Any] = {
             **operation_key(operation.operation_id),
-            "kind": OPERATION_KIND,
-            "operationId": operation.operation_id,
             "status": str(operation.status),
             "version": operation.version,
             "paymentId": operation.payment_id,
             "correlationId": operation.correlation_id,
-            "requestRef": _ref_to_item(operation.request_ref),
+            **_kept_to_item(operation.request, "request", "requestRef"),
+            "requestSha256": operation.request.sha256,
             "createdAt": operation.created_at,
             "updatedAt": operation.updated_at,
-            "steps": [s.entry() for s in operation.steps],
-            "stateSince": operation.created_at,
+            "steps": [_step_to_item(s.entry()) for s in operation.steps],
+            entity_events.EVENTS_ATTRIBUTE: [entity_events.compact(event)],
+            entity_events.SEEN_ATTRIBUTE: {},
             **deadlines.deadline_attributes(operation.operation_id, deadline),
         }
+        if operation.correlation_id == operation.operation_id:
+            del item["correlationId"]  # read back as the operation's id
         if operation.order_id:
             item["orderId"] = operation.order_id
         if operation.callback_url:
             item["callbackUrl"] = operation.callback_url
-        self.apply(
-            [
-                put(self.table_name, item, "attribute_not_exists(pk)"),
-                self.outbox_write(operation.operation_id, event),
-                *bind(operation.operation_id),
-            ]
-        )
-
-    def outbox_write(self, operation_id: str, event: Envelope) -> BusinessWrite:
-        """The outbox row of ``event`` (re-published by the sweeper if still unpublished after
-        ``OUTBOX_PUBLISH_GRACE``)."""
-        return self.outbox_row(
-            event, outbox_key(operation_id, event), publish_by=datetime.now(UTC) + OUTBOX_PUBLISH_GRACE
+        self.apply_one(
+            put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=OperationExists)
         )
 
     def transition_write(
-        self, plan: TransitionPlan, *, on_condition_failed: OnConditionFailed
+        self,
+        plan: TransitionPlan,
+        *,
+        on_condition_failed: OnConditionFailed,
+        cause: Envelope | None = None,
+        events: tuple[Envelope, ...] = (),
+        legacy: bool = False,
+        result: Kept | None = None,
+        result_consumed: bool = False,
     ) -> BusinessWrite:
-        """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``):
-        the retry fields of the state left are cleared; a terminal state leaves the deadline index."""
+        """The ONE conditional update that applies ``plan`` (``relay.state_machine.transition_write``)
+        and records in the item the ``cause`` it processed and the ``events`` it produces
+        (``relay.entity_events``); the retry fields of the state left are cleared. An operation of the
+        layout before (``legacy``) moves to the ``due`` index at its first such write. A
+        ``result_consumed`` (its content is in the invoice input now) leaves the item, which keeps
+        the item under 1 KB for the steps after."""
         attributes = dict(plan.set_attributes)
-        deadline = attributes.pop("deadline_at", None)
+        rearm = attributes.pop("deadline_at", None)
         stored = {_ATTRIBUTES[name]: _to_attribute(value) for name, value in attributes.items()}
-        stored["attempts"] = 0
-        remove = set(_RETRY_ATTRIBUTES) - set(stored)
-        if isinstance(deadline, datetime):
-            stored.update(deadlines.deadline_attributes(plan.entity_id, deadline))
-        if plan.target.terminal:
-            remove |= set(deadlines.ATTRIBUTES)
-        return transition_write(
+        if result is not None:
+            stored.update(_kept_to_item(result, "result", "resultRef"))
+        # A state's start is the transition's updatedAt: stateSince is only read from items before.
+        stored.pop("stateSince", None)
+        remove = {*_RETRY_ATTRIBUTES, "attempts", "stateSince"} - set(stored)
+        if result_consumed:
+            remove |= {"result"}
+        if plan.target is Status.COMPLETED:
+            # Done: the request served its purpose (its sha256 stays, to answer a client's retry).
+            remove |= {"request"}
+        if legacy:
+            remove |= set(deadlines.LEGACY_ATTRIBUTES)
+            # In the new index from now on: until its deadline, or (ended) until its events are out.
+            when = rearm if isinstance(rearm, datetime) else plan_moment(plan)
+            stored.update(deadlines.deadline_attributes(plan.entity_id, when))
+            if cause is None:
+                stored[entity_events.SEEN_ATTRIBUTE] = {}  # from now on it records what it processed
+        elif isinstance(rearm, datetime):
+            stored[deadlines.AT_ATTRIBUTE] = deadlines.epoch(rearm)
+        update_write = transition_write(
             self.table_name,
             operation_key(plan.entity_id),
             plan,
             history_attribute="steps",
+            history_entry=_step_to_item,
             attributes=stored,
             remove=remove,
             on_condition_failed=on_condition_failed,
+            record=lambda update: entity_events.record(update, cause, events),
         )
+        return update_write
 
     def retry_write(
         self,
         operation: Operation,
         *,
         next_attempt_at: datetime,
-        deadline: datetime,
         error: str,
         on_condition_failed: OnConditionFailed,
+        cause: Envelope | None = None,
     ) -> BusinessWrite:
-        """Record that the current step will try again at ``next_attempt_at`` (its deadline moves to
-        ``deadline``, so the sweeper leaves a step that is merely waiting alone). Not a transition:
-        the version stays, only the state is required to be unchanged."""
-        return (
+        """Record that the current step will try again at ``next_attempt_at`` (the sweeper leaves a
+        step that is merely waiting alone: its deadline counts from that moment), and ``cause`` as
+        processed. Not a transition: the version stays, only the state is required to be unchanged."""
+        update = (
             Update()
             .set("nextAttemptAt", now_iso(next_attempt_at))
             .set("lastError", error[:500])
             .add("attempts", 1)
             # Never reset (attempts is, per state): how often this operation waited for a partner.
             .add("retries", 1)
-            .set(deadlines.AT_ATTRIBUTE, deadlines.epoch(deadline))
-            .write(
-                self.table_name,
-                operation_key(operation.operation_id),
-                condition=Condition().equals(status=str(operation.status)),
-                on_condition_failed=on_condition_failed,
-            )
+        )
+        condition = Condition().equals(status=str(operation.status))
+        entity_events.record_cause(update, condition, cause)
+        return update.write(
+            self.table_name,
+            operation_key(operation.operation_id),
+            condition=condition,
+            on_condition_failed=on_condition_failed,
         )
 
     def redrive_write(
-        self, operation: Operation, *, deadline: datetime, on_condition_failed: OnConditionFailed
+        self,
+        operation: Operation,
+        event: Envelope,
+        *,
+        deadline: datetime,
+        on_condition_failed: OnConditionFailed,
     ) -> BusinessWrite:
-        """The sweeper re-drove the step: count it and move the deadline -- only if nothing happened
-        to the operation since it was read (same state, version and deadline)."""
-        return (
+        """The sweeper re-drives the step: ``event`` into the item (published from the stream), the
+        re-drive counted and the deadline moved -- only if nothing happened to the operation since it
+        was read (same state, version and deadline)."""
+        update = (
             Update()
             .add("redrives", 1)
             .set("lastRedriveAt", now_iso(datetime.now(UTC)))
-            .set(deadlines.AT_ATTRIBUTE, deadlines.epoch(deadline))
-            .write(
-                self.table_name,
-                operation_key(operation.operation_id),
-                condition=Condition().equals(
-                    status=str(operation.status),
-                    version=operation.version,
-                    **{deadlines.AT_ATTRIBUTE: operation.deadline_at},
-                ),
-                on_condition_failed=on_condition_failed,
-            )
+            .set(entity_events.EVENTS_ATTRIBUTE, [entity_events.compact(event)])
+            .set_all(deadlines.deadline_attributes(operation.operation_id, deadline))
+        )
+        at = deadlines.LEGACY_AT_ATTRIBUTE if operation.legacy else deadlines.AT_ATTRIBUTE
+        if operation.legacy:
+            update.remove(*deadlines.LEGACY_ATTRIBUTES)
+        return update.write(
+            self.table_name,
+            operation_key(operation.operation_id),
+            condition=Condition().equals(
+                status=str(operation.status), version=operation.version, **{at: operation.deadline_at}
+            ),
+            on_condition_failed=on_condition_failed,
+        )
+
+    def rearm_write(self, operation: Operation, *, deadline: datetime) -> BusinessWrite:
+        """Move the operation's deadline (a step that runs long, found by the sweeper): only if its
+        deadline is still the one read. A legacy operation moves to the ``due`` index."""
+        update = Update().set_all(deadlines.deadline_attributes(operation.operation_id, deadline))
+        at = deadlines.LEGACY_AT_ATTRIBUTE if operation.legacy else deadlines.AT_ATTRIBUTE
+        if operation.legacy:
+            update.remove(*deadlines.LEGACY_ATTRIBUTES)
+        return update.write(
+            self.table_name,
+            operation_key(operation.operation_id),
+            condition=Condition().equals(**{at: operation.deadline_at}),
+            on_condition_failed=lambda _old: _Moved(),
         )
 
     def payment_accepted_write(
@@ -274,24 +401,39 @@ class OperationStore(EntityStore):
         at: str,
         *,
         next_attempt_at: datetime,
-        deadline: datetime,
         on_condition_failed: OnConditionFailed,
+        cause: Envelope | None = None,
     ) -> BusinessWrite:
         """Record (once) when the legacy system first answered "accepted, still processing": the
-        maximum age of a pending payment counts from there, not from a legacy outage before it. The
-        next status check's time moves the deadline, as for any retry (``retry_write``)."""
-        return (
-            Update()
-            .set_if_absent("paymentAcceptedAt", at)
-            .set("nextAttemptAt", now_iso(next_attempt_at))
-            .set(deadlines.AT_ATTRIBUTE, deadlines.epoch(deadline))
-            .write(
-                self.table_name,
-                operation_key(operation_id),
-                condition=Condition().equals(status=str(Status.PAYMENT_PROCESSING)),
-                on_condition_failed=on_condition_failed,
-            )
+        maximum age of a pending payment counts from there, not from a legacy outage before it; when
+        the next status check is due (``retry_write``); and ``cause`` as processed."""
+        update = (
+            Update().set_if_absent("paymentAcceptedAt", at).set("nextAttemptAt", now_iso(next_attempt_at))
         )
+        condition = Condition().equals(status=str(Status.PAYMENT_PROCESSING))
+        entity_events.record_cause(update, condition, cause)
+        return update.write(
+            self.table_name,
+            operation_key(operation_id),
+            condition=condition,
+            on_condition_failed=on_condition_failed,
+        )
+
+    def events_of(self, operation_id: str) -> list[Envelope]:
+        """The events the operation's last write put into it (the sweeper re-publishes them)."""
+        return entity_events.events_in(self.read(operation_key(operation_id)))
+
+
+class _Moved(Exception):
+    """The operation's deadline moved since it was read."""
+
+
+def is_moved(exc: BaseException) -> bool:
+    return isinstance(exc, _Moved)
+
+
+def plan_moment(plan: TransitionPlan) -> datetime:
+    return parse_iso(plan.at)
 
 
 def status_of(item: Mapping[str, Any] | None) -> tuple[Status | None, int | None]:

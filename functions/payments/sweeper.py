@@ -1,22 +1,28 @@
 """The sweeper: nothing accepted is left behind past a DLQ.
 
 Every few minutes (EventBridge Scheduler -> the sweeps queue -> this function) it reads the deadline
-index of the operations table (``relay.deadlines``: only open work is in it, so this is one Query per
-shard, never a scan) and acts on what is overdue:
+indexes of the operations table (``relay.deadlines``: only open work is in them, so this is one Query
+per shard, never a scan) and acts on what is overdue:
 
-* a non-terminal operation whose deadline passed has been silent: no attempt, no retry scheduled.
-  - Re-read consistently; if its deadline moved or it ended meanwhile, its work was merely late:
-    nothing to do.
+* an operation is in the index from its acceptance until it ended and its last event is published;
+  its steps do not move its deadline there (that would cost index writes at every step). So the
+  sweeper re-reads it consistently and works out the deadline of the step it is in: its state's
+  silence from entering it, or from its next scheduled attempt. Not passed yet -> the step is merely
+  running long: the index's deadline is re-armed to it (the only index writes a slow step costs).
+* an operation that ended but is still in the index: its last event's stream publish never finished
+  (the stream's retries were spent): its events are re-published from the item and it leaves the
+  index, exactly as the stream publisher does.
+* a non-terminal operation whose step deadline passed has been silent: no attempt, no retry scheduled.
   - Its step's budget (in time, from entering the state) is spent -> it ends with the reason:
     PENDING -> FAILED (nothing was ever submitted), PAYMENT_PROCESSING -> RECONCILING (the worker
     then asks the legacy system), RECONCILING -> PAYMENT_UNRESOLVED, any charged state ->
     INVOICE_FAILED.
-  - Otherwise its message is gone (parked, expired, deleted): the step is RE-DRIVEN through the
-    outbox with a new ``*RedriveDue`` event of that step. The step's downstream idempotency keys
-    (``{operationId}:payment``, ``{operationId}:invoice``) are derived from the operation, not the
-    event, so a re-drive can never charge or invoice twice.
-* an outbox row still unpublished after its grace period (its stream batch failed and went to the
-  stream DLQ) is published now and marked, exactly like the stream publisher does.
+  - Otherwise its message is gone (parked, expired, deleted): the step is RE-DRIVEN with a new
+    ``*RedriveDue`` event of that step, written into the item and published from the stream. The
+    step's downstream idempotency keys (``{operationId}:payment``, ``{operationId}:invoice``) are
+    derived from the operation, not the event, so a re-drive can never charge or invoice twice.
+* an outbox row (the layout before) still unpublished after its grace period (its stream batch failed
+  and went to the stream DLQ) is published now and marked, exactly like the stream publisher does.
 
 Every write is conditional on what was read (state, version, deadline), so a sweep racing a worker,
 or two sweeps, cannot both act. Metrics: ``OperationsOverdue`` (alarmed), ``OperationsRedriven``,
@@ -32,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from payments.operations import AlreadyApplied, Operation, Status, parse_iso
+from payments.settings import Settings
 from payments.steps import (
     PAYMENT_DONE,
     REDRIVE_EVENT,
@@ -40,13 +47,13 @@ from payments.steps import (
     on_stale,
     plan_step,
 )
-from payments.store import OPERATION_KIND
+from payments.store import OPERATION_SK, is_moved, operation_id_of, operation_key
 from payments.subscriptions import PAYMENT_RECONCILIATION_DUE
 from relay import deadlines
 from relay.envelope import Envelope, new_envelope
 from relay.idempotency import serialize_item
 from relay.observability import logger, record_metric
-from relay.outbox import OUTBOX_KIND, mark_published, sns_publisher
+from relay.outbox import OUTBOX_KIND, mark_published, settle_item, sns_publisher
 
 if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
@@ -71,6 +78,7 @@ class SweepReport:
     redriven: int = 0
     given_up: Counter[str] = field(default_factory=Counter)
     republished: int = 0
+    rearmed: int = 0
     claim_checks_expiring: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -80,6 +88,7 @@ class SweepReport:
             "redriven": self.redriven,
             "givenUp": dict(self.given_up),
             "republished": self.republished,
+            "rearmed": self.rearmed,
             "claimChecksExpiring": self.claim_checks_expiring,
         }
 
@@ -90,11 +99,10 @@ def sweep(deps: SweepDeps, cause: Envelope, *, now: datetime | None = None) -> S
     report = SweepReport()
     store = deps.store
     for item in deadlines.overdue(store.ddb, store.table_name, moment, limit=MAX_ITEMS_PER_SWEEP):
-        kind = item.get("kind")
-        if kind == OUTBOX_KIND:
+        if item.get("kind") == OUTBOX_KIND:  # only the legacy index projects whole rows
             _republish(deps, item, report)
-        elif kind == OPERATION_KIND:
-            _sweep_operation(deps, cause, str(item["operationId"]), moment, report)
+        elif item.get("sk") == OPERATION_SK:
+            _sweep_operation(deps, cause, operation_id_of(item), moment, report)
     for name, value in (
         ("OperationsOverdue", report.overdue),
         ("OperationsRedriven", report.redriven),
@@ -111,15 +119,32 @@ def _sweep_operation(
     deps: SweepDeps, cause: Envelope, operation_id: str, now: datetime, report: SweepReport
 ) -> None:
     operation = deps.store.get_operation(operation_id)  # consistent: the index may lag
-    if operation is None or operation.status.terminal:
+    if operation is None or operation.deadline_at is None:
         return
-    if operation.deadline_at is None or operation.deadline_at > deadlines.epoch(now):
+    if operation.status.terminal:
+        _settle(deps, operation, report)
+        return
+    if operation.deadline_at > deadlines.epoch(now):
         report.late += 1  # its deadline moved: the step is working, merely late
         return
-    report.overdue += 1
     settings = deps.settings
+    due = step_deadline(settings, operation)
+    if due > now:
+        # Running long, not silent: look again when this step's own deadline passes.
+        try:
+            deps.store.apply_one(deps.store.rearm_write(operation, deadline=due))
+        except Exception as exc:
+            if not is_moved(exc):
+                raise
+        report.late += 1
+        report.rearmed += 1
+        return
+    report.overdue += 1
     expires = parse_iso(operation.created_at) + timedelta(days=settings.claim_check_expiration_days)
-    if expires - now <= timedelta(days=settings.claim_check_warning_days):
+    # Only a request above the claim-check threshold lives in S3 (and expires with the bucket's rule).
+    if operation.request.ref is not None and expires - now <= timedelta(
+        days=settings.claim_check_warning_days
+    ):
         report.claim_checks_expiring += 1
         logger().error(
             "claim check of a non-terminal operation is about to expire",
@@ -155,6 +180,36 @@ _ENDINGS: dict[Status, tuple[Status, str, str]] = {
 }
 
 
+def step_deadline(settings: Settings, operation: Operation) -> datetime:
+    """When the step the operation is in becomes silent: its state's silence from entering it, or
+    from its next scheduled attempt, whichever is later."""
+    due = operation.since + timedelta(seconds=settings.deadlines[operation.status])
+    if operation.next_attempt_at:
+        due = max(due, settings.deadline_after(parse_iso(operation.next_attempt_at)))
+    return due
+
+
+def _settle(deps: SweepDeps, operation: Operation, report: SweepReport) -> None:
+    """An operation that ended is still in the index: its last events may never have been published
+    (the stream gave up on them). Publish them from the item (a duplicate if they were: consumers
+    dedupe by eventId), then take it out of the index like the stream publisher does."""
+    events = deps.store.events_of(operation.operation_id)
+    publish = sns_publisher(deps.settings.require("events_topic_arn"), deps.sns)
+    for event in events:
+        publish(event, {})
+    settle_item(
+        deps.store.ddb,
+        deps.store.table_name,
+        operation_key(operation.operation_id),
+        operation.version,
+    )
+    report.republished += len(events)
+    logger().warning(
+        "ended operation's events re-published by the sweeper",
+        extra={"operation_id": operation.operation_id, "events": [e.event_type for e in events]},
+    )
+
+
 def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: int, now: datetime) -> bool:
     """End (or, for a payment step, reconcile) a step past its budget; False when the operation moved
     on meanwhile (nothing written)."""
@@ -176,11 +231,13 @@ def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: i
             ask = _step_event(
                 PAYMENT_RECONCILIATION_DUE, operation, cause, "reconciliation-swept", payload={"attempt": 1}
             )
-            deps.store.apply(
-                [
-                    deps.store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)),
-                    deps.store.outbox_write(operation.operation_id, ask),
-                ]
+            deps.store.apply_one(
+                deps.store.transition_write(
+                    plan,
+                    on_condition_failed=on_stale(plan, PAYMENT_DONE),
+                    events=(ask,),
+                    legacy=operation.legacy,
+                )
             )
         else:
             target, code, what = _ENDINGS.get(
@@ -215,7 +272,7 @@ def _step_event(
 
 
 def redrive(deps: LifecycleDeps, cause: Envelope, operation: Operation, now: datetime) -> bool:
-    """Re-drive the operation's current step through the outbox (the sweeper's, and an operator's
+    """Re-drive the operation's current step from the item (the sweeper's, and an operator's
     ``ops replay``): a ``*RedriveDue`` event of that step, and the deadline moved -- only if nothing
     happened to the operation since it was read. False when it had moved on."""
     event_type = REDRIVE_EVENT[operation.status]
@@ -229,15 +286,13 @@ def redrive(deps: LifecycleDeps, cause: Envelope, operation: Operation, now: dat
         now, status=operation.status, since=operation.since, redrives=operation.redrives
     )
     try:
-        deps.store.apply(
-            [
-                deps.store.redrive_write(
-                    operation,
-                    deadline=deadline,
-                    on_condition_failed=lambda _old: AlreadyApplied("the operation moved on"),
-                ),
-                deps.store.outbox_write(operation.operation_id, event),
-            ]
+        deps.store.apply_one(
+            deps.store.redrive_write(
+                operation,
+                event,
+                deadline=deadline,
+                on_condition_failed=lambda _old: AlreadyApplied("the operation moved on"),
+            )
         )
     except AlreadyApplied:
         return False

@@ -4,8 +4,11 @@
 - point-in-time recovery;
 - a TTL attribute (`expiresAt`, epoch seconds) so clean-up never depends on the happy path;
 - a stream (new and old images) when the table carries an outbox;
-- optionally the kernel's sparse deadline index (`relay.deadlines`: GSI `by-deadline` on
-  `deadlineShard`/`deadlineAt`, projection ALL) for a sweeper to find overdue work without a scan;
+- optionally the kernel's sparse deadline index (`relay.deadlines`: GSI `due` on `dueShard`/`dueAt`,
+  projection KEYS_ONLY, so a step that changes an item in it costs the index nothing) for a sweeper to
+  find overdue work without a scan, beside the legacy `by-deadline` (projection ALL) that items written
+  before the one-write layout are still found in. CloudFormation adds or removes one GSI per table per
+  update, so the legacy index goes in a later release, once it is empty;
 - deletion protection, and the removal policy (retained in prod), from the stage config; a protected
   table is always retained: CloudFormation could not delete it, so DESTROY would only fail the stack's
   deletion.
@@ -58,20 +61,29 @@ class ReliableTable(Construct):
             removal_policy=RemovalPolicy.RETAIN if deletion_protection else removal_policy,
         )
         if deadline_index:
-            # Sparse: only items carrying both attributes (open work) are in it.
+            # Sparse: only items carrying both attributes (open work) are in it. The legacy index keeps
+            # its definition unchanged (CloudFormation cannot change a GSI's projection in place).
+            self.table.add_global_secondary_index(
+                index_name=deadlines.LEGACY_INDEX_NAME,
+                partition_key=ddb.Attribute(
+                    name=deadlines.LEGACY_SHARD_ATTRIBUTE, type=ddb.AttributeType.STRING
+                ),
+                sort_key=ddb.Attribute(name=deadlines.LEGACY_AT_ATTRIBUTE, type=ddb.AttributeType.NUMBER),
+                projection_type=ddb.ProjectionType.ALL,
+            )
             self.table.add_global_secondary_index(
                 index_name=deadlines.INDEX_NAME,
                 partition_key=ddb.Attribute(name=deadlines.SHARD_ATTRIBUTE, type=ddb.AttributeType.STRING),
                 sort_key=ddb.Attribute(name=deadlines.AT_ATTRIBUTE, type=ddb.AttributeType.NUMBER),
-                projection_type=ddb.ProjectionType.ALL,
+                projection_type=ddb.ProjectionType.KEYS_ONLY,
             )
             table_id = Stack.of(self).get_logical_id(self.table.node.default_child)  # type: ignore[arg-type]
             Validations.of(Stack.of(self)).acknowledge(
                 Acknowledgment(
                     id=f"AwsSolutions::AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
                     reason="CDK's table grants add this table's own indexes (table/<name>/index/*) once it "
-                    "has one; the only index is the deadline index, which holds a subset of the items the "
-                    "grantee may already read in the table itself.",
+                    "has one; the only indexes are the deadline indexes, which hold a subset of the items "
+                    "the grantee may already read in the table itself.",
                 )
             )
 

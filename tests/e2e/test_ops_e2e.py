@@ -111,10 +111,12 @@ def test_a_redrive_after_the_root_cause_is_fixed_completes_each_operation_once(s
     try:
         operations: list[tuple[str, str, str, bytes]] = []
         for _ in range(3):
+            body = payment(payer="ops-e2e")
+            body["details"] = {"memo": "x" * 70_000}  # above the 64 KB claim-check threshold: in S3
             response = api.post(
                 sandbox,
                 "/payments",
-                json=payment(payer="ops-e2e"),
+                json=body,
                 headers={"Idempotency-Key": uuid.uuid4().hex},
             )
             operation_id = response.json()["operationId"]

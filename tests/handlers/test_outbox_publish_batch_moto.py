@@ -9,7 +9,7 @@ from typing import Any
 from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable, PermanentError
 from relay.outbox import OutboxSkipped, publish_outbox_batch, sns_batch_publisher
-from tests.builders import ddb_stream_event, envelope
+from tests.builders import ddb_stream_event, ddb_stream_record, envelope
 from tests.handlers.moto_env import Aws
 from tests.handlers.test_outbox_claim_check_side_effects_moto import insert_outbox_row, topic_with_queue
 
@@ -104,3 +104,47 @@ def test_the_failed_row_and_every_later_one_are_reported_and_left_unmarked(aws: 
     assert "publishedAt" in (aws.item(f"outbox#{envs[1].event_id}") or {})
     assert "publishedAt" not in (aws.item(f"outbox#{envs[2].event_id}") or {})
     assert "publishedAt" not in (aws.item(f"outbox#{envs[3].event_id}") or {})
+
+
+def test_the_events_an_entity_write_added_are_published_and_an_ended_entity_leaves_the_index(
+    aws: Aws,
+) -> None:
+    """One write per step (``relay.entity_events``): a stream record publishes the events in its NEW
+    image and not in its OLD one -- nothing per event is marked -- and an entity that ended (it carries
+    its TTL) is taken out of the deadline index once they are out; an open one is left alone."""
+    from relay.entity_events import compact
+    from relay.idempotency import deserialize_item, serialize_item
+
+    topic_arn = topic_with_queue(aws)
+    earlier, ended, announced = (envelope(payload={"n": n}) for n in range(3))
+    records = []
+    for name, last, expires in (
+        ("open", [earlier, ended], None),
+        ("ended", [earlier, announced], 2_000_000_000),
+    ):
+        old = {"id": f"widget#{name}", "version": 2, "ev": [compact(earlier)], "dueShard": "0", "dueAt": 100}
+        new = {**old, "version": 3, "ev": [compact(e) for e in last]}
+        if expires is not None:
+            new["expiresAt"] = expires
+        aws.ddb.put_item(TableName=aws.table, Item=serialize_item(new))
+        records.append(
+            ddb_stream_record(
+                "MODIFY",
+                keys=serialize_item({"id": new["id"]}),
+                old_image=serialize_item(old),
+                new_image=serialize_item(new),
+                table=aws.table,
+            )
+        )
+
+    response = publish_outbox_batch(
+        ddb_stream_event(records), topic_arn=topic_arn, sns_client=aws.sns, ddb_client=aws.ddb
+    )
+
+    assert response == {"batchItemFailures": []}
+    bodies = [json.loads(json.loads(m["Body"])["Message"]) for m in _receive_all(aws)]
+    assert sorted(b["eventId"] for b in bodies) == sorted([ended.event_id, announced.event_id])
+    still_open = deserialize_item(aws.item("widget#open") or {})
+    assert still_open["dueShard"] == "0" and still_open["version"] == 3, "an open entity is not written"
+    settled = deserialize_item(aws.item("widget#ended") or {})
+    assert "dueShard" not in settled and "dueAt" not in settled and settled["version"] == 3

@@ -70,11 +70,14 @@ def create_payment(
     accepted = accept_payment(
         request,
         idempotency_key=idempotency_key,
-        correlation_id=api.correlation_id(app),
+        # The operation's own id when the client sent none: one id less in the item.
+        correlation_id=app.current_event.headers.get("x-correlation-id"),
         store=wired.store,
         s3_client=wired.s3,
         bucket=wired.bucket,
-        key_ttl_days=wired.settings.request_key_ttl_days,
+        caller=api.caller(app),
+        claim_check_threshold_bytes=wired.settings.claim_check_threshold_bytes,
+        legacy_request_keys=wired.settings.legacy_request_keys,
         deadline_seconds=wired.settings.silence_seconds,
     )
     logger.info(

@@ -16,7 +16,7 @@ from tests.builders import (
     failed_ids,  # noqa: F401  (re-exported to the tests)
     sns_wrapped,
 )
-from tests.handlers.payments.pipeline import Infrastructure, lambda_sqs_event
+from tests.handlers.payments.pipeline import OPERATIONS_TABLE, Infrastructure, lambda_sqs_event
 
 
 def payment_request(**overrides: Any) -> dict[str, Any]:
@@ -40,8 +40,9 @@ def http_event(
     body: str | Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
     base64_encoded: bool = False,
+    user: str = "tester",
 ) -> dict[str, Any]:
-    """An API Gateway HTTP API (payload format 2.0) event, IAM-authorized."""
+    """An API Gateway HTTP API (payload format 2.0) event, IAM-authorized (as IAM user ``user``)."""
     text = body if isinstance(body, str) or body is None else json.dumps(body)
     if text is not None and base64_encoded:
         text = base64.b64encode(text.encode()).decode()
@@ -55,7 +56,7 @@ def http_event(
         "requestContext": {
             "accountId": ACCOUNT,
             "apiId": "payments-api",
-            "authorizer": {"iam": {"accountId": ACCOUNT, "userArn": f"arn:aws:iam::{ACCOUNT}:user/tester"}},
+            "authorizer": {"iam": {"accountId": ACCOUNT, "userArn": f"arn:aws:iam::{ACCOUNT}:user/{user}"}},
             "domainName": "payments-api.execute-api.us-east-1.amazonaws.com",
             "http": {
                 "method": method,
@@ -75,11 +76,13 @@ def http_event(
     }
 
 
-def post_payment(body: Mapping[str, Any] | str, *, idempotency_key: str | None = None) -> dict[str, Any]:
+def post_payment(
+    body: Mapping[str, Any] | str, *, idempotency_key: str | None = None, user: str = "tester"
+) -> dict[str, Any]:
     from payments.handlers import api
 
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
-    return api.handler(http_event("POST", "/payments", body=body, headers=headers), _context())
+    return api.handler(http_event("POST", "/payments", body=body, headers=headers, user=user), _context())
 
 
 def get_operation(operation_id: str) -> dict[str, Any]:
@@ -104,10 +107,47 @@ def accepted_operation(body: Mapping[str, Any] | None = None, **kwargs: Any) -> 
     return str(body_of(response)["operationId"])
 
 
-def outbox_envelope(infra: Infrastructure, operation_id: str, event_type: str) -> Envelope:
-    rows = [r for r in infra.outbox_rows(operation_id) if r["eventType"] == event_type]
-    assert len(rows) == 1, f"expected one {event_type} outbox row for {operation_id}, got {len(rows)}"
-    return Envelope.from_json(rows[0]["envelope"])
+def produced_event(infra: Infrastructure, operation_id: str, event_type: str) -> Envelope:
+    """The ONE ``event_type`` event the operation's writes produced (``Infrastructure.produced_events``:
+    what the stream publisher publishes); two would be a step that announced itself twice."""
+    found = [e for e in infra.produced_events(operation_id) if e.event_type == event_type]
+    assert len(found) == 1, f"expected one {event_type} event produced by {operation_id}, got {len(found)}"
+    return found[0]
+
+
+def produced_types(infra: Infrastructure, operation_id: str) -> list[str]:
+    """The types of every event the operation produced, sorted (duplicates kept)."""
+    return sorted(e.event_type for e in infra.produced_events(operation_id))
+
+
+def steps_of(infra: Infrastructure, operation_id: str) -> list[tuple[str, str]]:
+    """The operation's history as (step, status) pairs, whatever its stored shape."""
+    operation = infra.operation(operation_id)
+    assert operation is not None
+    return [(s.step, s.status) for s in operation.steps]
+
+
+def lower_claim_check_threshold(monkeypatch: Any, threshold_bytes: int = 256) -> None:
+    """Make every function claim-check documents above ``threshold_bytes`` into S3 (64 KB by default:
+    a test's requests, results and invoice inputs all travel inline otherwise)."""
+    from relay.wiring import reset_all
+
+    monkeypatch.setenv("CLAIM_CHECK_THRESHOLD_BYTES", str(threshold_bytes))
+    reset_all()
+
+
+def set_item_attributes(infra: Infrastructure, operation_id: str, **values: Any) -> None:
+    """Edit the operation item behind the services' back (time travel, tampering)."""
+    from relay.idempotency import serialize_item
+
+    names = {f"#a{i}": name for i, name in enumerate(values)}
+    infra.ddb.update_item(
+        TableName=OPERATIONS_TABLE,
+        Key={"pk": {"S": f"OPERATION#{operation_id}"}, "sk": {"S": "OPERATION"}},
+        UpdateExpression="SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(values))),
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=serialize_item({f":v{i}": v for i, v in enumerate(values.values())}),
+    )
 
 
 def deliver(infra: Infrastructure, queue: str, *bodies: str | Envelope, sns: bool = True) -> dict[str, Any]:
@@ -134,8 +174,8 @@ __all__ = [
 
 
 def queued_event(infra: Infrastructure, queue: str, *, expect: int | None = None) -> dict[str, Any]:
-    """Publish pending outbox rows (stream -> publisher -> SNS -> filtered queues) and receive what
-    reached ``queue`` as a Lambda SQS event."""
+    """Publish the events written since the last publish (stream -> publisher -> SNS -> filtered
+    queues) and receive what reached ``queue`` as a Lambda SQS event."""
     from tests.handlers.payments.pipeline import Pump
 
     Pump(infra).publish_outbox()

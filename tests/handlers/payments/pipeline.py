@@ -13,15 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from local.moto_patches import fast_atomic_dynamodb
+from relay.envelope import Envelope
 from tests.builders import (
     FakeContext,
     environment,
 )
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 from tests.handlers.streams import StreamReader
+
+if TYPE_CHECKING:
+    from payments.operations import Operation
 
 REGION = "us-east-1"
 # Tests spell these tables' names out; every other name is the stack's.
@@ -87,7 +91,44 @@ class Infrastructure:
         ).get("Item")
         return deserialize_item(item) if item else None
 
+    def operation(self, operation_id: str) -> Operation | None:
+        """The operation as the services read it (``payments.store.operation_from_item``): its steps,
+        request and result whatever their stored shape."""
+        from payments.store import operation_from_item
+
+        item = self.operation_item(operation_id)
+        return operation_from_item(item) if item else None
+
+    def item_events(self, operation_id: str) -> list[Envelope]:
+        """The events the operation item holds now (``ev``: the last write's, which the stream
+        publisher publishes)."""
+        from relay.entity_events import events_in
+
+        return events_in(self.operation_item(operation_id))
+
+    def produced_events(self, operation_id: str) -> list[Envelope]:
+        """Every event the operation's writes produced, in order -- what the stream publisher
+        publishes, found the way it finds them: the events a write added to the item (in the stream
+        record's NEW image and not in its OLD one), and the outbox rows inserted (the layout before).
+        Read from the table's whole stream, so a step that produced an event twice shows it twice."""
+        from relay.entity_events import new_events
+
+        pk = f"OPERATION#{operation_id}"
+        found: list[Envelope] = []
+        for record in StreamReader(self.streams, self.stream_arn).read():
+            data = record.get("dynamodb") or {}
+            if (data.get("Keys") or {}).get("pk", {}).get("S") != pk:
+                continue
+            sk = str((data.get("Keys") or {}).get("sk", {}).get("S"))
+            if sk.startswith("OUTBOX#"):
+                if record.get("eventName") == "INSERT":
+                    found.append(Envelope.from_json(data["NewImage"]["envelope"]["S"]))
+            else:
+                found.extend(new_events(record))
+        return found
+
     def outbox_rows(self, operation_id: str) -> list[dict[str, Any]]:
+        """Outbox rows of the layout before one write per step (payments writes none any more)."""
         from relay.idempotency import deserialize_item
 
         items = self.ddb.query(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,9 +16,11 @@ from tests.handlers.payments.builders import (
     body_of,
     get_operation,
     http_event,
-    outbox_envelope,
     payment_request,
     post_payment,
+    produced_event,
+    produced_types,
+    steps_of,
 )
 from tests.handlers.payments.pipeline import BUCKET, Infrastructure
 
@@ -39,26 +42,61 @@ def test_post_payment_answers_202_with_location_and_pending_status(infra: Infras
     assert response["headers"]["Location"] == f"/operations/{body['operationId']}"
 
 
-def test_post_payment_stores_request_in_s3_and_operation_with_outbox_row_in_one_go(
+def _operation_items(infra: Infrastructure) -> list[dict[str, Any]]:
+    from relay.idempotency import deserialize_item
+
+    return [deserialize_item(i) for i in infra.ddb.scan(TableName="payments-operations")["Items"]]
+
+
+def test_post_payment_is_one_put_of_the_operation_with_its_request_inline_and_its_first_event(
     infra: Infrastructure,
 ) -> None:
-    request = payment_request(details={"blob": "x" * 200_000})
+    from payments.wiring import wiring
+
+    request = payment_request()
+    calls: list[str] = []
+    ddb = wiring().store.ddb
+    ddb.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
     operation_id = accepted_operation(request)
 
-    stored = infra.s3.get_object(Bucket=BUCKET, Key=f"payments/{operation_id}/request.json")["Body"].read()
-    assert json.loads(stored) == request
+    assert calls == ["PutItem"], "accepting is ONE conditional write: no transaction, no read"
+    assert infra.s3_keys() == [], "a request below the claim-check threshold stays inline"
     item = infra.operation_item(operation_id)
     assert item is not None
+    assert [i["sk"] for i in _operation_items(infra)] == ["OPERATION"], "no outbox row beside it"
+    assert infra.ddb.scan(TableName="payments-idempotency")["Items"] == [], "no key item, no marker"
     assert item["status"] == "PENDING" and item["version"] == 1
-    assert item["requestRef"]["sha256"] == hashlib.sha256(stored).hexdigest()
-    assert [(s["step"], s["status"]) for s in item["steps"]] == [("request", "ACCEPTED")]
+    assert json.loads(item["request"]) == request
+    assert item["requestSha256"] == hashlib.sha256(item["request"].encode()).hexdigest()
+    assert "requestRef" not in item
+    assert steps_of(infra, operation_id) == [("request", "ACCEPTED")]
     assert item["createdAt"] == item["updatedAt"]
-    requested = outbox_envelope(infra, operation_id, "PaymentRequested")
-    assert (
-        requested.claim_check is not None
-        and requested.claim_check.key == f"payments/{operation_id}/request.json"
-    )
+    assert item["dueShard"] and item["dueAt"], "in the deadline index from its acceptance"
+    (requested,) = infra.item_events(operation_id)
+    assert requested.event_type == "PaymentRequested"
     assert requested.ids["operationId"] == operation_id
+    assert requested.claim_check is None, "the worker reads the request from the operation"
+
+
+def test_a_request_above_the_claim_check_threshold_goes_to_s3_with_its_sha256_recorded(
+    infra: Infrastructure,
+) -> None:
+    request = payment_request(details={"blob": "x" * 200_000})  # above the 64 KB threshold
+    operation_id = accepted_operation(request)
+
+    (key,) = infra.s3_keys()
+    stored = infra.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    sha256 = hashlib.sha256(stored).hexdigest()
+    # The request's hash in the key: a retry with another body never overwrites the accepted one.
+    assert key == f"payments/{operation_id}/request-{sha256[:16]}.json"
+    assert json.loads(stored) == request
+    item = infra.operation_item(operation_id)
+    assert item is not None and "request" not in item
+    assert item["requestRef"]["key"] == key and item["requestRef"]["sha256"] == sha256
+    assert item["requestSha256"] == sha256
+    view = body_of(get_operation(operation_id))
+    assert view["results"]["request"] == f"s3://{BUCKET}/{key}"
+    assert produced_event(infra, operation_id, "PaymentRequested").ids["operationId"] == operation_id
 
 
 def test_get_operation_returns_status_steps_and_timestamps(infra: Infrastructure) -> None:
@@ -73,7 +111,8 @@ def test_get_operation_returns_status_steps_and_timestamps(infra: Infrastructure
     assert view["steps"][0]["step"] == "request" and view["steps"][0]["status"] == "ACCEPTED"
     assert view["createdAt"] and view["updatedAt"]
     assert "error" not in view
-    assert view["results"]["request"] == f"s3://{BUCKET}/payments/{operation_id}/request.json"
+    # Only a request above the claim-check threshold has an S3 URI; this one is kept in the operation.
+    assert view["results"].get("request") is None
 
 
 def test_get_unknown_operation_is_404_with_json_error(infra: Infrastructure) -> None:
@@ -249,6 +288,7 @@ def test_same_idempotency_key_and_body_returns_the_same_operation_without_storin
 ) -> None:
     request = payment_request()
     first = post_payment(request, idempotency_key="client-key-1")
+    stored = infra.operation_item(body_of(first)["operationId"])
     # Same JSON, different formatting and key order: still the same request.
     second = post_payment(
         json.dumps(dict(reversed(list(request.items()))), indent=2), idempotency_key="client-key-1"
@@ -257,25 +297,45 @@ def test_same_idempotency_key_and_body_returns_the_same_operation_without_storin
     assert first["statusCode"] == second["statusCode"] == 202
     assert body_of(first)["operationId"] == body_of(second)["operationId"]
     assert second["headers"]["Location"] == first["headers"]["Location"]
-    assert len(infra.s3_keys()) == 1
-    operations = infra.ddb.scan(
-        TableName="payments-operations",
-        FilterExpression="kind = :k",
-        ExpressionAttributeValues={":k": {"S": "operation"}},
-    )["Items"]
-    assert len(operations) == 1
+    # Exactly one operation item, unchanged by the retry; no request-key item, no claim check.
+    assert [i["pk"] for i in _operation_items(infra)] == [f"OPERATION#{body_of(first)['operationId']}"]
+    assert infra.operation_item(body_of(first)["operationId"]) == stored
+    assert infra.ddb.scan(TableName="payments-idempotency")["Items"] == []
+    assert infra.s3_keys() == []
+    assert produced_types(infra, body_of(first)["operationId"]) == ["PaymentRequested"]
 
 
 def test_same_idempotency_key_with_a_different_body_is_422_and_nothing_stored(infra: Infrastructure) -> None:
     first = post_payment(payment_request(amount="10.00"), idempotency_key="client-key-2")
+    operation_id = body_of(first)["operationId"]
+    stored = infra.operation_item(operation_id)
     second = post_payment(payment_request(amount="99.00"), idempotency_key="client-key-2")
 
     assert first["statusCode"] == 202
     assert second["statusCode"] == 422
     body = body_of(second)
     assert body["error"] == "IdempotencyKeyMismatch"
-    assert "different request body" in body["message"] and body_of(first)["operationId"] in body["message"]
-    assert len(infra.s3_keys()) == 1
+    assert "different request body" in body["message"] and operation_id in body["message"]
+    assert [i["pk"] for i in _operation_items(infra)] == [f"OPERATION#{operation_id}"]
+    assert infra.operation_item(operation_id) == stored, "the accepted request is left as it was"
+    assert json.loads(stored["request"])["amount"] == "10.00"  # type: ignore[index]
+    assert infra.ddb.scan(TableName="payments-idempotency")["Items"] == []
+    assert infra.s3_keys() == []
+
+
+def test_a_large_request_retried_with_a_different_body_never_overwrites_the_accepted_claim_check(
+    infra: Infrastructure,
+) -> None:
+    accepted = payment_request(amount="10.00", details={"blob": "x" * 100_000})
+    first = post_payment(accepted, idempotency_key="client-key-3")
+    second = post_payment({**accepted, "amount": "99.00"}, idempotency_key="client-key-3")
+
+    assert first["statusCode"] == 202 and second["statusCode"] == 422
+    item = infra.operation_item(body_of(first)["operationId"])
+    assert item is not None
+    stored = infra.s3.get_object(Bucket=BUCKET, Key=item["requestRef"]["key"])["Body"].read()
+    assert json.loads(stored) == accepted
+    assert hashlib.sha256(stored).hexdigest() == item["requestRef"]["sha256"] == item["requestSha256"]
 
 
 def test_without_idempotency_key_every_post_is_a_new_operation(infra: Infrastructure) -> None:
@@ -285,13 +345,35 @@ def test_without_idempotency_key_every_post_is_a_new_operation(infra: Infrastruc
     second = accepted_operation(request)
 
     assert first != second
-    assert len(infra.s3_keys()) == 2
+    assert sorted(i["pk"] for i in _operation_items(infra)) == sorted(
+        [f"OPERATION#{first}", f"OPERATION#{second}"]
+    )
+    for operation_id in (first, second):
+        assert produced_types(infra, operation_id) == ["PaymentRequested"]
+
+
+def test_the_same_key_from_two_callers_names_two_operations(infra: Infrastructure) -> None:
+    from payments.intake import derived_operation_id
+
+    request = payment_request()
+
+    alice = post_payment(request, idempotency_key="shared-key", user="alice")
+    bob = post_payment(request, idempotency_key="shared-key", user="bob")
+
+    assert alice["statusCode"] == bob["statusCode"] == 202
+    assert body_of(alice)["operationId"] != body_of(bob)["operationId"]
+    assert body_of(alice)["operationId"] == derived_operation_id(
+        "arn:aws:iam::123456789012:user/alice", "shared-key"
+    )
+    assert len(_operation_items(infra)) == 2
 
 
 def test_concurrent_request_with_the_same_key_is_answered_as_the_winners_replay(
     infra: Infrastructure,
 ) -> None:
-    """The loser of the key race sees the transaction cancelled by the key item's condition."""
+    """Two requests with one key name one operation: the loser's conditional PutItem fails, and the
+    failed condition's ALL_OLD (the winner's operation) answers it -- no read before, none after, so
+    there is no window in which both could create."""
     from payments.intake import accept_payment
     from payments.models import PaymentRequest
     from payments.wiring import wiring
@@ -299,39 +381,46 @@ def test_concurrent_request_with_the_same_key_is_answered_as_the_winners_replay(
     request = PaymentRequest.model_validate(payment_request())
     rt = wiring()
     winner = accept_payment(
-        request,
-        idempotency_key="race",
-        correlation_id="c1",
-        store=rt.store,
-        s3_client=rt.s3,
-        bucket=BUCKET,
-        key_ttl_days=1,
+        request, idempotency_key="race", correlation_id="c1", store=rt.store, s3_client=rt.s3, bucket=BUCKET
     )
-    original_get = rt.store.request_keys.get
-    calls = {"n": 0}
+    calls: list[str] = []
+    rt.store.ddb.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
 
-    def first_read_misses(key: str):  # type: ignore[no-untyped-def]
-        calls["n"] += 1
-        return None if calls["n"] == 1 else original_get(key)
-
-    rt.store.request_keys.get = first_read_misses  # type: ignore[method-assign]
     loser = accept_payment(
-        request,
-        idempotency_key="race",
-        correlation_id="c2",
-        store=rt.store,
-        s3_client=rt.s3,
-        bucket=BUCKET,
-        key_ttl_days=1,
+        request, idempotency_key="race", correlation_id="c2", store=rt.store, s3_client=rt.s3, bucket=BUCKET
     )
 
-    assert loser.operation_id == winner.operation_id and loser.replayed
-    operations = infra.ddb.scan(
-        TableName="payments-operations",
-        FilterExpression="kind = :k",
-        ExpressionAttributeValues={":k": {"S": "operation"}},
-    )["Items"]
-    assert len(operations) == 1
+    assert calls == ["PutItem"], "the loser learns of the winner from its own failed write"
+    assert loser.operation_id == winner.operation_id and loser.replayed and not winner.replayed
+    (operation,) = _operation_items(infra)
+    assert operation.get("correlationId", winner.operation_id) == "c1", "the winner's operation, untouched"
+
+
+def test_a_key_bound_before_the_one_write_layout_is_still_answered_while_the_stage_looks_for_them(
+    infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upgrading a stage: request-key items of the layout before (``LEGACY_REQUEST_KEYS``) answer a
+    client's retry with the operation they bound, and a different body is still a 422."""
+    from payments.wiring import wiring
+
+    from relay.request_keys import request_sha256
+    from relay.wiring import reset_all
+
+    monkeypatch.setenv("LEGACY_REQUEST_KEYS", "true")
+    reset_all()
+    request = payment_request()
+    operation_id = accepted_operation(request)  # stands for one accepted before the upgrade
+    store = wiring().store
+    store.apply_one(
+        store.request_keys.bind_write("old-key", operation_id, request_sha256(request), ttl_days=1)
+    )
+
+    retry = post_payment(request, idempotency_key="old-key")
+    other = post_payment(payment_request(amount="99.00"), idempotency_key="old-key")
+
+    assert retry["statusCode"] == 202 and body_of(retry)["operationId"] == operation_id
+    assert other["statusCode"] == 422 and body_of(other)["error"] == "IdempotencyKeyMismatch"
+    assert len(_operation_items(infra)) == 1
 
 
 def test_invalid_idempotency_key_header_is_400(infra: Infrastructure) -> None:

@@ -18,9 +18,10 @@ from tests.handlers.payments.builders import (
     failed_ids,
     http_event,
     payment_request,
+    produced_types,
     queued_event,
 )
-from tests.handlers.payments.pipeline import Infrastructure
+from tests.handlers.payments.pipeline import Infrastructure, Pump
 
 
 def cancel(operation_id: str, body: Any = None, *, raw: str | None = None) -> dict[str, Any]:
@@ -34,10 +35,6 @@ def run_worker(event: dict[str, Any]) -> dict[str, Any]:
     from payments.handlers import payment_worker
 
     return payment_worker.handler(event, FakeContext())
-
-
-def outbox_types(infra: Infrastructure, operation_id: str) -> list[str]:
-    return sorted(str(r["eventType"]) for r in infra.outbox_rows(operation_id))
 
 
 def test_a_pending_operation_is_cancelled_with_the_reason_a_ttl_and_an_operation_cancelled_event(
@@ -58,12 +55,18 @@ def test_a_pending_operation_is_cancelled_with_the_reason_a_ttl_and_an_operation
     item = infra.operation_item(operation_id)
     assert item is not None and item["status"] == "CANCELLED"
     assert item.get("expiresAt") is not None, "a terminal state has a TTL"
-    assert "deadlineAt" not in item and "deadlineShard" not in item, "out of the sweeper's index"
-    assert outbox_types(infra, operation_id) == ["OperationCancelled", "PaymentRequested"]
-    (row,) = [r for r in infra.outbox_rows(operation_id) if r["eventType"] == "OperationCancelled"]
-    event = json.loads(row["envelope"])
-    assert event["ids"]["operationId"] == operation_id and event["ids"]["orderId"] == "ord-42"
-    assert event["payload"] == {"reason": "order changed"}
+    # ONE write: the state change and its event, in the item (no outbox row).
+    (event,) = infra.item_events(operation_id)
+    assert event.event_type == "OperationCancelled"
+    assert event.ids["operationId"] == operation_id and event.ids["orderId"] == "ord-42"
+    assert event.payload == {"reason": "order changed"}
+    assert produced_types(infra, operation_id) == ["OperationCancelled", "PaymentRequested"]
+    assert infra.outbox_rows(operation_id) == []
+    # Out of the sweeper's index once its last event is out (until then the sweeper would re-publish it).
+    assert item["dueShard"] and item["dueAt"]
+    Pump(infra).publish_outbox()
+    settled = infra.operation_item(operation_id)
+    assert settled is not None and not {"dueShard", "dueAt", "deadlineShard", "deadlineAt"} & set(settled)
 
 
 def test_the_body_is_optional(infra: Infrastructure) -> None:
@@ -78,11 +81,13 @@ def test_the_body_is_optional(infra: Infrastructure) -> None:
 def test_a_repeated_cancel_gets_the_same_answer_without_a_second_event(infra: Infrastructure) -> None:
     operation_id = accepted_operation(payment_request())
     first = cancel(operation_id, {"reason": "changed"})
+    before = infra.operation_item(operation_id)
 
     again = cancel(operation_id, {"reason": "changed"})
 
     assert again["statusCode"] == 200 and body_of(again) == body_of(first)
-    assert outbox_types(infra, operation_id) == ["OperationCancelled", "PaymentRequested"]
+    assert infra.operation_item(operation_id) == before, "nothing written again"
+    assert produced_types(infra, operation_id) == ["OperationCancelled", "PaymentRequested"]
 
 
 def test_an_unknown_operation_is_404(infra: Infrastructure) -> None:
@@ -194,4 +199,4 @@ def test_a_worker_that_wins_the_race_makes_the_cancel_a_409(
     assert legacy.charges_by_operation() == {operation_id: 1}
     item = infra.operation_item(operation_id)
     assert item is not None and item["status"] == "PAYMENT_COMPLETED"
-    assert "OperationCancelled" not in outbox_types(infra, operation_id)
+    assert "OperationCancelled" not in produced_types(infra, operation_id)

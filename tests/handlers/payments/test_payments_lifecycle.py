@@ -20,14 +20,18 @@ from tests.builders import FakeContext
 from tests.handlers.payments.builders import (
     accepted_operation,
     failed_ids,
-    outbox_envelope,
+    lower_claim_check_threshold,
     payment_request,
+    produced_event,
     queued_event,
+    set_item_attributes,
+    steps_of,
 )
 from tests.handlers.payments.conftest import use_queue
 from tests.handlers.payments.pipeline import OPERATIONS_TABLE, Infrastructure, Pump, lambda_sqs_event
 
-DEADLINE_ATTRIBUTES = ("deadlineShard", "deadlineAt")
+DEADLINE_ATTRIBUTES = ("dueShard", "dueAt")
+LEGACY_DEADLINE_ATTRIBUTES = ("deadlineShard", "deadlineAt")
 
 
 def run_worker(event: dict[str, Any]) -> dict[str, Any]:
@@ -42,17 +46,17 @@ def item(infra: Infrastructure, operation_id: str) -> dict[str, Any]:
     return found
 
 
-def set_attributes(infra: Infrastructure, operation_id: str, **values: Any) -> None:
-    from relay.idempotency import serialize_item
+set_attributes = set_item_attributes
 
-    names = {f"#a{i}": name for i, name in enumerate(values)}
-    infra.ddb.update_item(
-        TableName=OPERATIONS_TABLE,
-        Key={"pk": {"S": f"OPERATION#{operation_id}"}, "sk": {"S": "OPERATION"}},
-        UpdateExpression="SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(values))),
-        ExpressionAttributeNames=names,
-        ExpressionAttributeValues=serialize_item({f":v{i}": v for i, v in enumerate(values.values())}),
-    )
+
+def assert_leaves_the_index_once_its_last_event_is_out(infra: Infrastructure, operation_id: str) -> None:
+    """An ended operation stays in the deadline index until the stream publisher published its last
+    event (until then the sweeper would re-publish it), then leaves it."""
+    ended = item(infra, operation_id)
+    assert ended.get("expiresAt") is not None
+    assert not set(LEGACY_DEADLINE_ATTRIBUTES) & set(ended)
+    Pump(infra).publish_outbox()
+    assert not set(DEADLINE_ATTRIBUTES) & set(item(infra, operation_id)), "out of the deadline index"
 
 
 def iso(moment: datetime) -> str:
@@ -111,7 +115,7 @@ def test_legacy_outage_is_waited_out_with_a_delay_chain_without_burning_receives
     assert failed_ids(run_worker(event)) == []
     done = item(infra, operation_id)
     assert done["status"] == "PAYMENT_COMPLETED"
-    assert "nextAttemptAt" not in done and done["attempts"] == 0
+    assert "nextAttemptAt" not in done and done.get("attempts", 0) == 0
     assert legacy.charges_by_operation() == {operation_id: 1}
 
 
@@ -159,7 +163,7 @@ def test_a_reply_lost_after_the_charge_is_reconciled_to_completed_charged_once(
 
     done = item(infra, operation_id)
     assert done["status"] == "PAYMENT_COMPLETED" and done["paymentRef"]
-    assert [s["status"] for s in done["steps"] if s["step"] == "payment"] == [
+    assert [status for step, status in steps_of(infra, operation_id) if step == "payment"] == [
         "STARTED",
         "RECONCILING",
         "COMPLETED",
@@ -184,9 +188,9 @@ def test_a_timeout_without_effect_is_reconciled_to_failed_not_charged(
 
     failed = item(infra, operation_id)
     assert failed["status"] == "FAILED" and failed["error"]["code"] == "PaymentNotCharged"
-    assert outbox_envelope(infra, operation_id, "PaymentFailed").payload["code"] == "PaymentNotCharged"
+    assert produced_event(infra, operation_id, "PaymentFailed").payload["code"] == "PaymentNotCharged"
     assert legacy.charges_by_operation() == {}
-    assert not set(DEADLINE_ATTRIBUTES) & set(failed), "a terminal operation leaves the deadline index"
+    assert_leaves_the_index_once_its_last_event_is_out(infra, operation_id)
 
 
 def test_still_processing_past_the_maximum_age_reconciles_then_ends_unresolved_after_its_budget(
@@ -210,7 +214,7 @@ def test_still_processing_past_the_maximum_age_reconciles_then_ends_unresolved_a
     ended = item(infra, operation_id)
     assert ended["status"] == "PAYMENT_UNRESOLVED" and ended["error"]["code"] == "PaymentUnresolved"
     assert abs(int(ended["expiresAt"]) - (datetime.now(UTC) + timedelta(days=90)).timestamp()) < 60
-    assert outbox_envelope(infra, operation_id, "PaymentUnresolved").payload["code"] == "PaymentUnresolved"
+    assert produced_event(infra, operation_id, "PaymentUnresolved").payload["code"] == "PaymentUnresolved"
     assert queued(infra, "payment-requests") == []
     assert legacy.charges_by_operation() == {operation_id: 1}
 
@@ -233,8 +237,9 @@ def test_a_refused_invoice_ends_in_invoice_failed_with_the_payment_reference_and
     assert ended["error"]["code"] == "InvoiceRefused"
     assert ended["paymentRef"] in ended["error"]["message"] and "acct-no-invoice" in ended["error"]["message"]
     assert abs(int(ended["expiresAt"]) - (datetime.now(UTC) + timedelta(days=90)).timestamp()) < 60
-    announced = outbox_envelope(infra, operation_id, "InvoiceFailed")
+    announced = produced_event(infra, operation_id, "InvoiceFailed")
     assert announced.payload["paymentRef"] == ended["paymentRef"]
+    assert not set(DEADLINE_ATTRIBUTES) & set(ended), "published, so out of the deadline index"
     assert infra.receive_all(infra.queues["invoice-requests"].dlq_url) == []
     assert legacy.charges_by_operation() == {operation_id: 1}
 
@@ -258,7 +263,7 @@ def sweep(infra: Infrastructure, monkeypatch: pytest.MonkeyPatch, *, at: datetim
     return run_sweep(wiring.checked(SWEEPER)(), cause, now=at)
 
 
-def test_a_stranded_operation_is_redriven_through_the_outbox_and_completes_charged_once(
+def test_a_stranded_operation_is_redriven_from_the_item_and_completes_charged_once(
     infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     operation_id = accepted_operation(payment_request())
@@ -269,6 +274,8 @@ def test_a_stranded_operation_is_redriven_through_the_outbox_and_completes_charg
     report = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=901))
     assert report.overdue == 1 and report.redriven == 1
     assert item(infra, operation_id)["redrives"] == 1
+    (redrive,) = infra.item_events(operation_id)  # the re-drive is ONE write: its event in the item
+    assert redrive.event_type == "PaymentRedriveDue" and redrive.payload["redrive"] == 1
     again = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=901))
     assert again.redriven == 0, "the re-drive moved the deadline: not twice"
 
@@ -276,7 +283,8 @@ def test_a_stranded_operation_is_redriven_through_the_outbox_and_completes_charg
 
     assert item(infra, operation_id)["status"] == "COMPLETED"
     assert legacy.charges_by_operation() == {operation_id: 1}
-    assert outbox_envelope(infra, operation_id, "PaymentRedriveDue").payload["redrive"] == 1
+    assert produced_event(infra, operation_id, "PaymentRedriveDue") == redrive
+    assert not set(DEADLINE_ATTRIBUTES) & set(item(infra, operation_id))
 
 
 def test_the_sweeper_leaves_a_step_that_scheduled_its_next_attempt_alone(
@@ -306,7 +314,7 @@ def test_the_sweeper_reconciles_a_payment_step_past_its_budget(
     assert report.given_up == {"PAYMENT_PROCESSING": 1}
     current = item(infra, operation_id)
     assert current["status"] == "RECONCILING" and "PaymentStepBudgetSpent" in current["reconcileReason"]
-    assert outbox_envelope(infra, operation_id, "PaymentReconciliationDue").payload["attempt"] == 1
+    assert produced_event(infra, operation_id, "PaymentReconciliationDue").payload["attempt"] == 1
 
 
 def test_the_sweeper_fails_an_operation_that_never_started_and_orders_hear_of_it(
@@ -321,7 +329,8 @@ def test_the_sweeper_fails_an_operation_that_never_started_and_orders_hear_of_it
     assert report.given_up == {"PENDING": 1}
     failed = item(infra, operation_id)
     assert failed["status"] == "FAILED" and failed["error"]["code"] == "PaymentNeverStarted"
-    assert outbox_envelope(infra, operation_id, "PaymentFailed").payload["code"] == "PaymentNeverStarted"
+    assert produced_event(infra, operation_id, "PaymentFailed").payload["code"] == "PaymentNeverStarted"
+    assert_leaves_the_index_once_its_last_event_is_out(infra, operation_id)
 
 
 def test_the_sweeper_ends_a_charged_operation_stuck_before_its_invoice_as_invoice_failed(
@@ -340,12 +349,66 @@ def test_the_sweeper_ends_a_charged_operation_stuck_before_its_invoice_as_invoic
     assert ended["paymentRef"] in ended["error"]["message"]
 
 
-def test_an_outbox_row_never_published_is_republished_after_its_grace(
+def test_an_ended_operation_whose_last_event_was_never_published_is_republished_and_leaves_the_index(
     infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    operation_id = accepted_operation(payment_request())  # its stream batch is never read
-    (row,) = infra.outbox_rows(operation_id)
-    assert set(DEADLINE_ATTRIBUTES) <= set(row)
+    """The stream's retries of the cancel's record were spent (its batch went to the stream DLQ): the
+    operation is still in the deadline index, and when its deadline passes the sweeper publishes its
+    last event from the item and takes it out, as the stream publisher would have."""
+    from tests.handlers.payments.test_payments_cancel import cancel
+
+    operation_id = accepted_operation(payment_request())
+    assert cancel(operation_id, {"reason": "changed"})["statusCode"] == 200  # never published
+    assert set(DEADLINE_ATTRIBUTES) <= set(item(infra, operation_id))
+
+    early = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=30))
+    assert early.republished == 0, "the stream publisher still has its time"
+    report = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=901))
+
+    assert report.republished == 1 and report.redriven == 0 and not report.given_up
+    ended = item(infra, operation_id)
+    assert ended["status"] == "CANCELLED" and not set(DEADLINE_ATTRIBUTES) & set(ended)
+    (message,) = infra.receive_all(infra.queues["notices"].url)
+    assert json.loads(json.loads(message["Body"])["Message"])["eventType"] == "OperationCancelled"
+    again = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=901))
+    assert again.republished == 0, "out of the index: re-published once"
+
+
+def test_an_outbox_row_of_the_layout_before_never_published_is_republished_after_its_grace(
+    infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows written before one write per step are still in the legacy index (``by-deadline``, whole
+    rows projected) and still published and marked by the sweeper once their grace passed."""
+    from relay import deadlines
+    from relay.envelope import new_envelope
+    from relay.idempotency import serialize_item
+
+    operation_id = accepted_operation(payment_request())
+    event = new_envelope(
+        "PaymentRequested",
+        identity=[operation_id, "legacy-row"],
+        ids={"operationId": operation_id},
+        payload={},
+        correlation_id=operation_id,
+    )
+    grace = datetime.now(UTC) + timedelta(minutes=5)
+    infra.ddb.put_item(
+        TableName=OPERATIONS_TABLE,
+        Item=serialize_item(
+            {
+                "pk": f"OPERATION#{operation_id}",
+                "sk": f"OUTBOX#{event.event_type}#{event.event_id}",
+                "kind": "outbox",
+                "eventId": event.event_id,
+                "eventType": event.event_type,
+                "correlationId": event.correlation_id,
+                "envelope": event.to_json(),
+                "createdAt": iso(datetime.now(UTC)),
+                deadlines.LEGACY_SHARD_ATTRIBUTE: deadlines.shard_of(event.event_id),
+                deadlines.LEGACY_AT_ATTRIBUTE: deadlines.epoch(grace),
+            }
+        ),
+    )
 
     early = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=30))
     assert early.republished == 0, "the stream publisher still has its grace period"
@@ -353,21 +416,26 @@ def test_an_outbox_row_never_published_is_republished_after_its_grace(
 
     assert report.republished == 1
     (published,) = infra.outbox_rows(operation_id)
-    assert published["publishedAt"] and not set(DEADLINE_ATTRIBUTES) & set(published)
+    assert published["publishedAt"] and not set(LEGACY_DEADLINE_ATTRIBUTES) & set(published)
     (message,) = infra.receive_all(infra.queues["payment-requests"].url)
-    assert json.loads(json.loads(message["Body"])["Message"])["eventType"] == "PaymentRequested"
+    assert json.loads(json.loads(message["Body"])["Message"])["eventId"] == event.event_id
 
 
 def test_the_sweeper_alarms_when_a_non_terminal_operations_claim_check_is_about_to_expire(
     infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    operation_id = accepted_operation(payment_request())
-    queued_event(infra, "payment-requests", expect=1)
-    set_attributes(infra, operation_id, createdAt=iso(datetime.now(UTC) - timedelta(days=28)))
+    lower_claim_check_threshold(monkeypatch, 256)
+    in_s3 = accepted_operation(payment_request(details={"note": "n" * 300}))
+    inline = accepted_operation(payment_request())
+    assert item(infra, in_s3).get("requestRef") and not item(infra, inline).get("requestRef")
+    queued_event(infra, "payment-requests", expect=2)
+    for operation_id in (in_s3, inline):
+        set_attributes(infra, operation_id, createdAt=iso(datetime.now(UTC) - timedelta(days=28)))
 
     report = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(hours=1))
 
-    assert report.claim_checks_expiring == 1
+    # Only a request in S3 expires with the bucket's rule; one kept in the operation lives as long.
+    assert report.overdue == 2 and report.claim_checks_expiring == 1
 
 
 def test_the_sweeper_handler_accepts_only_its_schedules_envelope(

@@ -18,9 +18,9 @@ from tests.handlers.payments.builders import (
     body_of,
     deliver,
     failed_ids,
-    outbox_envelope,
     payment_request,
     post_payment,
+    produced_event,
 )
 from tests.handlers.payments.pipeline import Infrastructure, Pump
 from tests.handlers.payments.test_payments_cancel import cancel
@@ -76,7 +76,7 @@ def test_a_completed_operation_notifies_its_callback_once_signed_with_the_deploy
         "status": "COMPLETED",
         "paymentId": item["paymentId"],
         "orderId": "ord-7",
-        "completedAt": item["stateSince"],
+        "completedAt": item["updatedAt"],
     }
     assert receiver.notices_by_key() == {f"{operation_id}:notice": {"valid": 1}}
 
@@ -85,7 +85,7 @@ def test_a_duplicate_terminal_event_does_not_notify_again(
     infra: Infrastructure, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake, receiver: WebhookFake
 ) -> None:
     operation_id = completed_with_callback(infra, receiver)  # the Pump delivers every batch twice
-    completed = outbox_envelope(infra, operation_id, "OperationCompleted")
+    completed = produced_event(infra, operation_id, "OperationCompleted")
 
     assert failed_ids(run_notices(deliver(infra, "notices", completed, completed))) == []
 
@@ -123,7 +123,7 @@ def test_a_receiver_that_fails_is_retried_and_notified_once_it_answers(
     receiver.set_knobs(outage=True)
     operation_id = completed_with_callback(infra, receiver)
     assert notices(receiver) == []
-    completed = outbox_envelope(infra, operation_id, "OperationCompleted")
+    completed = produced_event(infra, operation_id, "OperationCompleted")
     receiver.set_knobs(outage=False)
 
     # The kernel re-sent a delayed copy on each failure; delivering the event again stands for it.

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from relay.claim_check import Kept
+from relay.envelope import Envelope, new_envelope
 from tests.handlers.payments.builders import accepted_operation
-from tests.handlers.payments.pipeline import OPERATIONS_TABLE, Infrastructure
+from tests.handlers.payments.pipeline import OPERATIONS_TABLE, Infrastructure, Pump
 
 from payments.operations import (  # isort: skip
     ALLOWED,
@@ -48,14 +51,30 @@ def operation_in(infra: Infrastructure, status: Status, version: int = 7) -> Ope
     return operation
 
 
-def apply(operation: Operation, target: Status) -> None:
+def apply(operation: Operation, target: Status, *, events: tuple[Envelope, ...] = ()) -> None:
     from payments.steps import on_stale
     from payments.wiring import wiring
 
     store = wiring().store
     error = OperationError("Test", "forced") if target in UNSUCCESSFUL else None
     plan = plan_transition(operation, target, error=error, ttl_days=5, deadlines=DEADLINES)
-    store.apply([store.transition_write(plan, on_condition_failed=on_stale(plan, frozenset()))])
+    store.apply_one(
+        store.transition_write(plan, on_condition_failed=on_stale(plan, frozenset()), events=events)
+    )
+
+
+def ended_event(operation: Operation, target: Status) -> Envelope:
+    return new_envelope(
+        "TransitionTested",
+        identity=[operation.operation_id, str(target)],
+        ids=operation.ids(),
+        payload={"status": str(target)},
+        correlation_id=operation.correlation_id,
+    )
+
+
+# A request as the operation keeps it (inline, its sha256 recorded).
+REQUEST = Kept(sha256=hashlib.sha256(b"{}").hexdigest(), size=2, text="{}")
 
 
 @pytest.mark.parametrize(("source", "target"), LEGAL, ids=[f"{s}->{t}" for s, t in LEGAL])
@@ -65,8 +84,9 @@ def test_every_legal_transition_is_applied_with_a_new_version_and_step(
     from payments.wiring import wiring
 
     operation = operation_in(infra, source)
+    event = ended_event(operation, target)
 
-    apply(operation, target)
+    apply(operation, target, events=(event,))
 
     after = wiring().store.get_operation(operation.operation_id)
     assert after is not None
@@ -75,23 +95,26 @@ def test_every_legal_transition_is_applied_with_a_new_version_and_step(
     assert len(after.steps) == len(operation.steps) + 1
     assert after.updated_at == after.steps[-1].at
     assert (after.expires_at is not None) == target.terminal
-    # In the deadline index exactly while it is open.
-    assert (after.deadline_at is None) == target.terminal
+    assert infra.item_events(operation.operation_id) == [event], "its event in the same write"
+    # A transition leaves the deadline index alone (no index write per step) ...
+    assert operation.deadline_at is not None and after.deadline_at == operation.deadline_at
+    # ... and the operation leaves it once it ended and its last event is published.
+    Pump(infra).publish_outbox()
+    published = wiring().store.get_operation(operation.operation_id)
+    assert published is not None and (published.deadline_at is None) == target.terminal
 
 
 @pytest.mark.parametrize(("source", "target"), ILLEGAL, ids=[f"{s}->{t}" for s, t in ILLEGAL])
 def test_every_illegal_transition_is_rejected_before_anything_is_written(
     source: Status, target: Status
 ) -> None:
-    from relay.envelope import ClaimCheckRef
-
     operation = Operation(
         operation_id="op-1",
         status=source,
         version=1,
         payment_id="pay-1",
         correlation_id="c",
-        request_ref=ClaimCheckRef(bucket="b", key="k", sha256="0" * 64, size=1),
+        request=REQUEST,
         created_at="2024-01-01T00:00:00.000Z",
         updated_at="2024-01-01T00:00:00.000Z",
     )
@@ -146,13 +169,11 @@ def test_transition_to_a_state_the_operation_already_passed_reads_as_already_app
     plan = plan_transition(operation, Status.PAYMENT_COMPLETED, deadlines=DEADLINES)
 
     with pytest.raises(AlreadyApplied):
-        store.apply([store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE))])
+        store.apply_one(store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)))
 
 
 @pytest.mark.parametrize(("target", "days"), [(Status.COMPLETED, 30), (Status.INVOICE_FAILED, 90)])
 def test_terminal_states_set_expires_at_from_their_retention(target: Status, days: int) -> None:
-    from relay.envelope import ClaimCheckRef
-
     now = datetime(2024, 5, 1, tzinfo=UTC)
     operation = Operation(
         operation_id="op-1",
@@ -160,7 +181,7 @@ def test_terminal_states_set_expires_at_from_their_retention(target: Status, day
         version=5,
         payment_id="pay-1",
         correlation_id="c",
-        request_ref=ClaimCheckRef(bucket="b", key="k", sha256="0" * 64, size=1),
+        request=REQUEST,
         created_at="2024-01-01T00:00:00.000Z",
         updated_at="2024-01-01T00:00:00.000Z",
     )
@@ -193,15 +214,13 @@ def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_
         plan, on_condition_failed=on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING}, concurrent)
     )
     with pytest.raises(DependencyUnavailable, match="concurrent delivery"):
-        store.apply([write])
+        store.apply_one(write)
     # Without the step's own states, the same failure is what it was before: parked as illegal.
     with pytest.raises(IllegalTransition):
-        store.apply(
-            [
-                store.transition_write(
-                    plan, on_condition_failed=on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING})
-                )
-            ]
+        store.apply_one(
+            store.transition_write(
+                plan, on_condition_failed=on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING})
+            )
         )
 
 

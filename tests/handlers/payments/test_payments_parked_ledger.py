@@ -13,8 +13,10 @@ from tests.handlers.payments.builders import (
     accepted_operation,
     deliver,
     failed_ids,
+    lower_claim_check_threshold,
     payment_request,
     queued_event,
+    set_item_attributes,
 )
 from tests.handlers.payments.pipeline import BUCKET, OPERATIONS_TABLE, Infrastructure, Pump
 
@@ -60,7 +62,7 @@ def test_a_parked_message_is_recorded_once_in_the_ledger_with_its_reason_and_ids
 ) -> None:
     operation_id = accepted_operation(payment_request())
     event = queued_event(infra, "payment-requests", expect=1)
-    infra.s3.put_object(Bucket=BUCKET, Key=f"payments/{operation_id}/request.json", Body=b'{"amount":"1.00"}')
+    set_item_attributes(infra, operation_id, request='{"amount":"1.00"}')  # no longer its sha256
 
     assert failed_ids(run(event)) == []
     assert failed_ids(run(event)) == []  # the same delivery parked twice (a crash after the DLQ send)
@@ -85,24 +87,24 @@ def test_a_message_that_is_no_envelope_is_recorded_without_ids(infra: Infrastruc
 
 
 def test_ops_operation_shows_state_deadline_outbox_and_parked_messages(
-    infra: Infrastructure, legacy: LegacyPaymentsFake
+    infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
     from ops.lookup import describe_operation
 
-    operation_id = accepted_operation(payment_request())
+    lower_claim_check_threshold(monkeypatch, 256)
+    operation_id = accepted_operation(payment_request(details={"note": "n" * 300}))
     event = queued_event(infra, "payment-requests", expect=1)
-    infra.s3.put_object(Bucket=BUCKET, Key=f"payments/{operation_id}/request.json", Body=b"{}")
+    key = infra.operation_item(operation_id)["requestRef"]["key"]  # type: ignore[index]
+    infra.s3.put_object(Bucket=BUCKET, Key=key, Body=b"{}")
     run(event)
 
     view = describe_operation(world_app(infra), operation_id)
 
     assert view is not None and view["status"] == "PENDING"
-    assert view["deadline"]["deadlineAt"] and view["claimChecks"]["requestRef"]["key"].endswith(
-        "request.json"
-    )
+    assert view["deadline"]["deadlineAt"] and view["claimChecks"]["requestRef"]["key"] == key
+    # Its last event, held in the operation itself (one write per step: no outbox row).
     assert [row["eventType"] for row in view["outbox"]] == ["PaymentRequested"]
-    assert view["outbox"][0]["publishedAt"]
     (parked,) = view["parked"]
     assert parked["errorClass"] == "ClaimCheckMismatch"
 

@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from payments.store import result_of
 
 from local.fakes.legacy_payments import LegacyPaymentsFake
 from tests.builders import FakeContext
 from tests.handlers.payments.builders import (
     accepted_operation,
+    body_of,
     deliver,
     failed_ids,
-    outbox_envelope,
+    get_operation,
+    lower_claim_check_threshold,
     payment_request,
+    produced_event,
+    produced_types,
     queued_event,
+    set_item_attributes,
+    steps_of,
 )
-from tests.handlers.payments.pipeline import BUCKET, IDEMPOTENCY_TABLE, Infrastructure, lambda_sqs_event
+from tests.handlers.payments.pipeline import (
+    BUCKET,
+    IDEMPOTENCY_TABLE,
+    OPERATIONS_TABLE,
+    Infrastructure,
+    lambda_sqs_event,
+)
 
 
 def run(event: dict[str, Any]) -> dict[str, Any]:
@@ -65,10 +80,11 @@ def spy_sqs() -> SqsSpy:
     return spy
 
 
-def test_completed_payment_commits_state_outbox_and_marker_with_result_in_s3(
+def test_completed_payment_is_one_write_of_state_result_processed_event_and_next_event(
     infra: Infrastructure, legacy: LegacyPaymentsFake
 ) -> None:
     operation_id, event = requested(infra)
+    requested_event = produced_event(infra, operation_id, "PaymentRequested")
 
     response = run(event)
 
@@ -76,24 +92,55 @@ def test_completed_payment_commits_state_outbox_and_marker_with_result_in_s3(
     item = infra.operation_item(operation_id)
     assert item is not None
     assert item["status"] == "PAYMENT_COMPLETED" and item["version"] == 3
-    assert [(s["step"], s["status"]) for s in item["steps"]] == [
+    assert steps_of(infra, operation_id) == [
         ("request", "ACCEPTED"),
         ("payment", "STARTED"),
         ("payment", "COMPLETED"),
     ]
     assert item["paymentRef"].startswith("PAY-")
-    assert item["resultRef"]["key"] == f"payments/{operation_id}/result.json"
-    assert f"payments/{operation_id}/result.json" in infra.s3_keys()
-    completed = outbox_envelope(infra, operation_id, "PaymentCompleted")
-    assert completed.claim_check is not None and completed.claim_check.sha256 == item["resultRef"]["sha256"]
+    # The legacy system's answer, kept in the operation (below the claim-check threshold).
+    operation = infra.operation(operation_id)
+    assert operation is not None and operation.result is not None and operation.result.ref is None
+    stored = json.loads(operation.result.text or "")
+    # Kept without what the operation holds already (its id, the paymentRef, the legacy key)...
+    assert not {"operationId", "paymentRef", "idempotencyKey"} & set(stored)
+    # ...and read back whole.
+    result = result_of(operation, stored)
+    assert result["operationId"] == operation_id and result["paymentRef"] == item["paymentRef"]
+    assert result["idempotencyKey"] == f"{operation_id}:payment" and result["status"] == "COMPLETED"
+    assert infra.s3_keys() == []
+    # The next event in the same write, and the event it processed recorded in the item: no marker
+    # in the idempotency table, no outbox row.
+    (completed,) = infra.item_events(operation_id)
+    assert completed.event_type == "PaymentCompleted" and completed.claim_check is None
     assert completed.ids["paymentRef"] == item["paymentRef"]
+    assert completed.causation_id == requested_event.event_id
+    assert set(item["seen"]) == {requested_event.event_id}
+    assert infra.ddb.scan(TableName=IDEMPOTENCY_TABLE)["Items"] == []
+    assert infra.outbox_rows(operation_id) == []
     assert legacy.charges_by_operation() == {operation_id: 1}
     assert legacy.charges() == {f"{operation_id}:payment": 1}
-    requested_event = outbox_envelope(infra, operation_id, "PaymentRequested")
-    marker = infra.ddb.get_item(
-        TableName=IDEMPOTENCY_TABLE, Key={"id": {"S": f"event#{requested_event.event_id}"}}
-    )
-    assert "Item" in marker
+
+
+def test_a_large_result_is_claim_checked_into_s3_with_its_sha256(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lower_claim_check_threshold(monkeypatch, 64)
+    operation_id, event = requested(infra)
+
+    assert failed_ids(run(event)) == []
+
+    item = infra.operation_item(operation_id)
+    assert item is not None and item["status"] == "PAYMENT_COMPLETED" and "result" not in item
+    key = f"payments/{operation_id}/result.json"
+    assert item["resultRef"]["key"] == key
+    stored = infra.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    assert hashlib.sha256(stored).hexdigest() == item["resultRef"]["sha256"]
+    operation = infra.operation(operation_id)
+    assert operation is not None
+    assert result_of(operation, json.loads(stored))["paymentRef"] == item["paymentRef"]
+    view = body_of(get_operation(operation_id))
+    assert view["results"]["result"] == f"s3://{BUCKET}/{key}"
 
 
 def test_duplicate_delivery_is_acknowledged_without_second_effect(
@@ -109,7 +156,26 @@ def test_duplicate_delivery_is_acknowledged_without_second_effect(
     assert failed_ids(response) == []
     assert len(legacy.calls()) == calls_after_first
     assert infra.operation_item(operation_id) == item_after_first
-    assert [r["eventType"] for r in infra.outbox_rows(operation_id)].count("PaymentCompleted") == 1
+    assert produced_types(infra, operation_id).count("PaymentCompleted") == 1
+
+
+def test_the_same_event_id_with_another_payload_is_a_payload_conflict_parked_and_never_applied(
+    infra: Infrastructure, legacy: LegacyPaymentsFake
+) -> None:
+    operation_id, event = requested(infra)
+    run(event)
+    before = infra.operation_item(operation_id)
+    calls = len(legacy.calls())
+    original = produced_event(infra, operation_id, "PaymentRequested")
+    conflicting = original.model_copy(update={"payload": {"amount": "999999.00"}})
+
+    response = run(deliver(infra, "payment-requests", conflicting))
+
+    assert failed_ids(response) == []
+    (parked,) = dlq(infra)
+    assert parked["MessageAttributes"]["relay.errorClass"]["StringValue"] == "PayloadConflict"
+    assert infra.operation_item(operation_id) == before
+    assert len(legacy.calls()) == calls
 
 
 def test_crash_after_commit_before_acknowledgement_charges_nothing_more_on_redelivery(
@@ -131,22 +197,28 @@ def test_crash_after_the_charge_before_the_commit_is_redone_without_second_charg
     from payments.store import OperationStore
 
     operation_id, event = requested(infra)
-    real_commit = OperationStore.commit_once
+    real_apply_one = OperationStore.apply_one
+    writes: list[Any] = []
 
-    def crash(*args: Any, **kwargs: Any) -> Any:
-        raise ConnectionError("the process died before committing")
+    def crash_at_the_commit(self: OperationStore, write: Any, *args: Any, **kwargs: Any) -> Any:
+        writes.append(write)
+        if len(writes) == 2:  # PENDING -> PAYMENT_PROCESSING went through; the charge happened
+            raise ConnectionError("the process died before committing")
+        return real_apply_one(self, write, *args, **kwargs)
 
-    monkeypatch.setattr(OperationStore, "commit_once", crash)
+    monkeypatch.setattr(OperationStore, "apply_one", crash_at_the_commit)
     first = run(event)
     assert failed_ids(first) == [], "handled by re-sending a delayed copy (retry budget in time)"
     assert status(infra, operation_id) == "PAYMENT_PROCESSING"
+    assert legacy.charges_by_operation() == {operation_id: 1}
 
-    monkeypatch.setattr(OperationStore, "commit_once", real_commit)
+    monkeypatch.setattr(OperationStore, "apply_one", real_apply_one)
     second = run(event)
 
     assert failed_ids(second) == []
     assert status(infra, operation_id) == "PAYMENT_COMPLETED"
     assert legacy.charges_by_operation()[operation_id] == 1
+    assert produced_types(infra, operation_id).count("PaymentCompleted") == 1
 
 
 def test_legacy_timeout_is_never_retried_blind_but_reconciled(
@@ -208,10 +280,10 @@ def test_rejected_payment_fails_the_operation_announces_it_and_is_not_parked(
     assert item is not None
     assert item["status"] == "FAILED"
     assert item["error"]["code"] == "PaymentRejected" and "acct-blocked" in item["error"]["message"]
-    assert (item["steps"][-1]["step"], item["steps"][-1]["status"]) == ("payment", "FAILED")
+    assert steps_of(infra, operation_id)[-1] == ("payment", "FAILED")
     expected_expiry = (datetime.now(UTC) + timedelta(days=90)).timestamp()
     assert abs(int(item["expiresAt"]) - expected_expiry) < 60
-    failed = outbox_envelope(infra, operation_id, "PaymentFailed")
+    failed = produced_event(infra, operation_id, "PaymentFailed")
     assert failed.payload == {"code": "PaymentRejected", "reason": item["error"]["message"]}
     assert legacy.charges_by_operation() == {}
 
@@ -285,17 +357,20 @@ def test_payment_still_processing_after_the_maximum_age_is_reconciled_not_failed
     item = infra.operation_item(operation_id)
     assert item is not None and item["status"] == "RECONCILING", "never FAILED while money may have moved"
     assert item["reconcileReason"].startswith("PaymentStillProcessing")
-    assert [r for r in infra.outbox_rows(operation_id) if r["eventType"] == "PaymentFailed"] == []
+    assert "PaymentFailed" not in produced_types(infra, operation_id)
     (_, reconcile) = spy.sent
     assert '"eventType":"PaymentReconciliationDue"' in reconcile["MessageBody"]
 
 
-def test_tampered_claim_check_is_parked_with_the_reason_and_changes_nothing(
+def test_a_tampered_inline_request_is_caught_by_its_recorded_sha256_parked_and_changes_nothing(
     infra: Infrastructure, legacy: LegacyPaymentsFake
 ) -> None:
     operation_id, event = requested(infra)
-    infra.s3.put_object(
-        Bucket=BUCKET, Key=f"payments/{operation_id}/request.json", Body=b'{"amount":"999999.00"}'
+    item = infra.operation_item(operation_id)
+    assert item is not None
+    tampered = json.loads(item["request"]) | {"amount": "999999.00"}
+    set_item_attributes(
+        infra, operation_id, request=json.dumps(tampered, sort_keys=True, separators=(",", ":"))
     )
 
     response = run(event)
@@ -303,7 +378,28 @@ def test_tampered_claim_check_is_parked_with_the_reason_and_changes_nothing(
     assert failed_ids(response) == []  # parked = acknowledged here
     (parked,) = dlq(infra)
     assert parked["MessageAttributes"]["relay.errorClass"]["StringValue"] == "ClaimCheckMismatch"
-    assert "request.json" in parked["MessageAttributes"]["relay.errorMessage"]["StringValue"]
+    assert "sha256" in parked["MessageAttributes"]["relay.errorMessage"]["StringValue"]
+    assert parked["Body"] == event["Records"][0]["body"]
+    assert status(infra, operation_id) == "PENDING"
+    assert legacy.calls() == []
+
+
+def test_tampered_claim_check_is_parked_with_the_reason_and_changes_nothing(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lower_claim_check_threshold(monkeypatch, 256)
+    operation_id, event = requested(infra, details={"note": "n" * 300})
+    item = infra.operation_item(operation_id)
+    assert item is not None
+    key = item["requestRef"]["key"]
+    infra.s3.put_object(Bucket=BUCKET, Key=key, Body=b'{"amount":"999999.00"}')
+
+    response = run(event)
+
+    assert failed_ids(response) == []  # parked = acknowledged here
+    (parked,) = dlq(infra)
+    assert parked["MessageAttributes"]["relay.errorClass"]["StringValue"] == "ClaimCheckMismatch"
+    assert key in parked["MessageAttributes"]["relay.errorMessage"]["StringValue"]
     assert parked["Body"] == event["Records"][0]["body"]
     assert status(infra, operation_id) == "PENDING"
     assert legacy.calls() == []
@@ -325,10 +421,17 @@ def test_payment_requested_for_an_operation_already_past_payment_is_acknowledged
 ) -> None:
     operation_id, event = requested(infra)
     run(event)
-    infra.ddb.delete_item(
-        TableName=IDEMPOTENCY_TABLE,
-        Key={"id": {"S": f"event#{outbox_envelope(infra, operation_id, 'PaymentRequested').event_id}"}},
-    )  # even without the marker (expired), the state says the step is done
+    # Even without the processed event recorded (a ``seen`` entry lost), the state says the step is done.
+    infra.ddb.update_item(
+        TableName=OPERATIONS_TABLE,
+        Key={"pk": {"S": f"OPERATION#{operation_id}"}, "sk": {"S": "OPERATION"}},
+        UpdateExpression="REMOVE #seen.#id",
+        ExpressionAttributeNames={
+            "#seen": "seen",
+            "#id": produced_event(infra, operation_id, "PaymentRequested").event_id,
+        },
+    )
+    assert infra.operation_item(operation_id)["seen"] == {}  # type: ignore[index]
     calls = len(legacy.calls())
 
     response = run(event)

@@ -247,8 +247,16 @@ class ErrorAnswers:
         return self.response(400, "ValidationError", f"the request is invalid; {self.not_done}", fields)
 
     def answer(self, exception: type[Exception], status: int, error: str) -> None:
-        """Answer ``exception`` with ``status`` and ``error``; its text is the message."""
-        self.app.exception_handler(exception)(lambda exc: self.response(status, error, str(exc)))
+        """Answer ``exception`` with ``status`` and ``error``; its text is the message (logged too: a
+        refusal the client may not report is still visible to operators)."""
+
+        def answered(exc: Exception) -> Response[dict[str, Any]]:
+            from relay.observability import logger
+
+            logger().warning("request refused", extra={"status": status, "error": error, "reason": str(exc)})
+            return self.response(status, error, str(exc))
+
+        self.app.exception_handler(exception)(answered)
 
     def body_docs(
         self, *, too_large: str, invalid: str = "Invalid request", not_done: str = "nothing stored"
@@ -314,3 +322,16 @@ def idempotency_key_header() -> Any:
         pattern=r"^[\x21-\x7e]+$",
         description="Client-chosen key (printable ASCII, at most 255 characters) that makes retries safe",
     )
+
+
+def caller(app: Any) -> str:
+    """Who signed the request, as a stable name for what they own (their Idempotency-Keys): the IAM
+    principal from ``requestContext.authorizer.iam``, with an assumed role's session name dropped (a
+    client whose credentials were refreshed is still the same client), else the account, else
+    ``anonymous`` (a route without IAM auth)."""
+    context = app.current_event.get("requestContext") or {}
+    iam = ((context.get("authorizer") or {}).get("iam")) or {}
+    arn = str(iam.get("userArn") or "")
+    if ":assumed-role/" in arn:
+        arn = arn.rsplit("/", 1)[0]
+    return arn or str(iam.get("accountId") or "") or "anonymous"

@@ -61,6 +61,11 @@ class Condition:
         self._clauses.append(f"attribute_not_exists({self._p.name(attribute)})")
         return self
 
+    def not_exists_in(self, attribute: str, key: str) -> Self:
+        """``attribute.key`` is absent (an entry of a map attribute)."""
+        self._clauses.append(f"attribute_not_exists({self._p.name(attribute)}.{self._p.name(key)})")
+        return self
+
     def at_least(self, attribute: str, value: Any) -> Self:
         self._clauses.append(f"{self._p.name(attribute)} >= {self._p.value(value)}")
         return self
@@ -95,6 +100,11 @@ class Update:
 
     def set(self, attribute: str, value: Any) -> Self:
         self._sets.append(f"{self._p.name(attribute)} = {self._p.value(value)}")
+        return self
+
+    def set_in(self, attribute: str, key: str, value: Any) -> Self:
+        """Set one entry of a map attribute (``attribute.key = value``); the map must exist."""
+        self._sets.append(f"{self._p.name(attribute)}.{self._p.name(key)} = {self._p.value(value)}")
         return self
 
     def set_all(self, attributes: Mapping[str, Any]) -> Self:

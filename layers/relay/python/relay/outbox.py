@@ -12,6 +12,11 @@ partners hear there, as ``detail-type`` with the envelope as ``detail``). The ro
 BOTH publishes succeeded, so the bus carries the outbox's guarantee too: at least once, the eventId in
 the detail. A failure on either retries both; the channel that had succeeded delivers a duplicate,
 which its consumers deduplicate like any other.
+
+The same publisher also publishes the events an entity write put into the entity item itself
+(``relay.entity_events``: one write per step, the item is its own outbox). Those are found in the
+stream record's NEW image and not in its OLD one; nothing is marked per event, and an entity that ended
+leaves the deadline index once its last events are out (``settle_item``).
 """
 
 from __future__ import annotations
@@ -22,10 +27,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from relay import deadlines
+from relay import deadlines, entity_events
 from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable, PermanentError
-from relay.idempotency import BusinessWrite, put, serialize_item
+from relay.idempotency import BusinessWrite, apply_write, deserialize_item, put, serialize_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -271,11 +276,12 @@ def publish_outbox_batch(
         rows = [
             (str((r.get("dynamodb") or {}).get("SequenceNumber")), envelope, row)
             for r in stream_event.get("Records", [])
-            if (found := _outbox_row(r)) is not None
-            for envelope, row in [found]
+            for envelope, row in _publishable(r)
         ]
         outcomes = sns_batch_publisher(topic_arn, sns_client)([(e, row) for _, e, row in rows])
-        published = {sequence: outcome for (sequence, _, _), outcome in zip(rows, outcomes, strict=True)}
+        for (sequence, _, _), outcome in zip(rows, outcomes, strict=True):
+            if published.get(sequence) is None:
+                published[sequence] = outcome
 
     def record_handler(record: Any) -> None:
         nonlocal ddb
@@ -283,21 +289,26 @@ def publish_outbox_batch(
         if failed[0]:
             raise OutboxSkipped("an earlier record of this batch failed; retried in order")
         try:
-            found = _outbox_row(raw)
-            if found is None:
+            found = _publishable(raw)
+            if not found:
                 return
-            envelope, row = found
             if publish is not None:
-                publish(envelope)
+                for envelope, _row in found:
+                    publish(envelope)
             else:
                 outcome = published.get(str((raw.get("dynamodb") or {}).get("SequenceNumber")))
                 if outcome is not None:
                     raise outcome
             if bus_publish is not None:
-                bus_publish(envelope, row)
+                for envelope, row in found:
+                    bus_publish(envelope, row)
             if ddb is None:
                 ddb = _default_client("dynamodb")
-            mark_published(ddb, table_name or _table_from_stream_arn(raw), raw["dynamodb"]["Keys"])
+            table = table_name or _table_from_stream_arn(raw)
+            if _outbox_row(raw) is not None:
+                mark_published(ddb, table, raw["dynamodb"]["Keys"])
+            else:
+                _settle(ddb, table, raw)
         except Exception:
             failed[0] = True
             raise
@@ -313,6 +324,45 @@ def publish_outbox_batch(
     if response.get("batchItemFailures"):
         logger().warning("outbox publish failures", extra={"failures": len(response["batchItemFailures"])})
     return dict(response)
+
+
+def _publishable(raw: Mapping[str, Any]) -> list[tuple[Envelope, dict[str, Any]]]:
+    """What a stream record asks to publish: an outbox row's envelope (the transactional outbox), or
+    the events a write added to an entity item (``relay.entity_events``: the item is its outbox)."""
+    row = _outbox_row(raw)
+    if row is not None:
+        return [row]
+    events = entity_events.new_events(raw)
+    if not events:
+        return []
+    image = (raw.get("dynamodb") or {}).get("NewImage") or {}
+    group = entity_events.image_value(image, "messageGroupId")
+    context = {"messageGroupId": group} if group else {}
+    return [(event, context) for event in events]
+
+
+def _settle(ddb: DynamoDBClient, table_name: str, raw: Mapping[str, Any]) -> None:
+    """An entity that ended stays in the deadline index until its last events are out: now they are."""
+    image = (raw.get("dynamodb") or {}).get("NewImage") or {}
+    if entity_events.image_value(image, entity_events.ENDED_ATTRIBUTE) is None:
+        return
+    if entity_events.image_value(image, deadlines.SHARD_ATTRIBUTE) is None:
+        return
+    version = entity_events.image_value(image, "version")
+    keys = deserialize_item(raw["dynamodb"]["Keys"])
+    settle_item(ddb, table_name, keys, int(version or 0))
+
+
+def settle_item(ddb: DynamoDBClient, table_name: str, keys: Mapping[str, Any], version: int) -> None:
+    """Take an ended entity out of the deadline index (``entity_events.settle_write``); a no-op when
+    it changed or is gone."""
+    write = entity_events.settle_write(table_name, keys, deadlines.ATTRIBUTES, version)
+    try:
+        apply_write(write, ddb_client=ddb)
+    except Exception as exc:
+        if entity_events.is_settled_error(exc):
+            return
+        raise
 
 
 class OutboxSkipped(Exception):
@@ -336,13 +386,15 @@ def mark_published(ddb: DynamoDBClient, table_name: str, keys: dict[str, Any]) -
         ddb.update_item(
             TableName=table_name,
             Key=keys,
-            UpdateExpression="SET publishedAt = :now, expiresAt = :exp REMOVE #shard, #deadline",
+            UpdateExpression="SET publishedAt = :now, expiresAt = :exp REMOVE #shard, #deadline, #ls, #ld",
             # The row may be gone (deleted by hand); never re-create a half row by updating it.
             ConditionExpression="attribute_exists(#pk)",
             ExpressionAttributeNames={
                 "#pk": next(iter(keys)),
                 "#shard": deadlines.SHARD_ATTRIBUTE,
                 "#deadline": deadlines.AT_ATTRIBUTE,
+                "#ls": deadlines.LEGACY_SHARD_ATTRIBUTE,
+                "#ld": deadlines.LEGACY_AT_ATTRIBUTE,
             },
             ExpressionAttributeValues=serialize_item(
                 {
@@ -390,17 +442,12 @@ def outbox_handler[W: AwsClients](
     @log.inject_lambda_context
     @trace_handler
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        # The rows publish_outbox_batch publishes: outbox INSERTs (its own marks come back as MODIFYs).
-        images = [
-            (record.get("dynamodb") or {}).get("NewImage") or {}
-            for record in event.get("Records", [])
-            if record.get("eventName") == "INSERT"
-        ]
+        # What publish_outbox_batch publishes: outbox INSERTs and the events entity writes added.
         correlation_ids = {
-            image.get("correlationId", {}).get("S")
-            for image in images
-            if image.get("kind", {}).get("S") == OUTBOX_KIND
-        } - {None}
+            envelope.correlation_id
+            for record in event.get("Records", [])
+            for envelope, _row in _publishable(record)
+        }
         if len(correlation_ids) == 1:
             annotate_correlation_id(correlation_ids.pop())
         wired = wiring()

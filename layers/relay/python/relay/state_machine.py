@@ -132,20 +132,26 @@ def transition_write(
     attributes: Mapping[str, Any],
     on_condition_failed: OnConditionFailed,
     remove: Collection[str] = (),
+    record: Callable[[Update], Update] | None = None,
+    history_entry: Callable[[Mapping[str, Any]], Any] = dict,
 ) -> BusinessWrite:
     """The conditional update that applies ``transition``: status, version + 1, updatedAt, the history
     entry and ``attributes`` (stored names and values), removing ``remove`` -- only from the state AND
-    version it was planned from, so a concurrent or stale writer fails instead of overwriting."""
+    version it was planned from, so a concurrent or stale writer fails instead of overwriting.
+    ``record`` adds what the same write records (``relay.entity_events.record``: the processed event
+    and the events it produces), so one write is the whole step."""
     change = (
         Update()
         .set(STATUS, str(transition.target))
         .set(VERSION, transition.next_version)
         .set(UPDATED_AT, transition.at)
-        .append(history_attribute, [dict(transition.entry)])
+        .append(history_attribute, [history_entry(transition.entry)])
         .set_all(attributes)
     )
     if remove:
         change.remove(*sorted(remove))
+    if record is not None:
+        change = record(change)
     expected = Condition().equals(**{STATUS: str(transition.source), VERSION: transition.expected_version})
     return change.write(table_name, key, condition=expected, on_condition_failed=on_condition_failed)
 
