@@ -107,6 +107,13 @@ class PaymentsConfig(_Strict):
     payment_max_age_seconds: int = Field(default=3600, ge=60, le=86_400)
     payment_check_base_delay_seconds: int = Field(default=30, ge=1, le=900)
     max_body_bytes: int = Field(default=1_048_576, ge=1024, le=6_000_000)
+    # Claim check only when large: a request, result or invoice input above this many bytes of
+    # canonical JSON goes to S3; below it, it travels inline (in the operation item or the event).
+    claim_check_threshold_bytes: int = Field(default=65_536, ge=1024, le=300 * 1024)
+    # A stage upgraded from the layout with request-key items: the API looks a key up there first, so a
+    # retry of a request accepted before the upgrade is answered, not accepted twice. Turn it off once
+    # request_key_ttl_days (the longest TTL) have passed since the upgrade.
+    legacy_request_keys: bool = False
     terminal_ttl_days: int = Field(default=30, ge=1)
     failed_ttl_days: int = Field(default=90, ge=1)
     claim_check_expiration_days: int = Field(default=30, ge=1)

@@ -83,6 +83,17 @@ SENDERS = 8  # client threads
 POISON_KINDS = ("not-json", "not-an-envelope", "unknown-version", "unknown-operation")
 FAKES = ("legacy", "invoices", "shipping", "reports", "webhook", "receiver")
 LOST_REPLY_FAKES = ("legacy", "invoices", "shipping")
+# How each of them loses a committed reply, in turn: an error, a dropped connection, or a hang past the
+# caller's timeout (real time spent, as a slow partner costs on AWS).
+LOST_REPLY_MODES = ("hang", "500", "drop")
+# Of the partners' calls, rate / TIMEOUT_SHARE hang for TIMEOUT_SLEEP_SECONDS (longer than any client's
+# timeout: the partners' is 10 s) and then fail without effect.
+TIMEOUT_SHARE = 10
+TIMEOUT_SLEEP_SECONDS = 11.0
+# Late duplicates: rate / LATE_SHARE of the SQS records delivered are delivered again LATE_SECONDS later
+# (3 minutes on the scaled clock), once the entity they name has moved on.
+LATE_SHARE = 10
+LATE_SECONDS = 60.0
 REPORT_TERMINAL = ("VERIFIED", "MISMATCH")
 ORDER_TERMINAL = ("PAID", "CANCELLED", "REJECTED")
 CPU_PARTS = ("emulator", "workers", "glue")
@@ -109,6 +120,7 @@ class Tally:
     replay_mismatches: int = 0
     replays: int = 0
     concurrent: int = 0
+    late_duplicates: int = 0
     garbage: Counter[str] = field(default_factory=Counter)  # status of garbage POSTs
     outages: Counter[str] = field(default_factory=Counter)
 
@@ -339,6 +351,8 @@ class Chaos:
                 envelope["eventVersion"] = "9.0"
             body = json.dumps(envelope)
         url = self.sb.topology.queues[queue]
+        if self.sb.mappings is not None:
+            self.sb.mappings.duplicates.always_for(marker)  # delivered twice: it must be parked once
         sent = client("sqs", self.sb.endpoint).send_message(
             QueueUrl=url,
             MessageBody=body,
@@ -391,19 +405,60 @@ class Chaos:
             except Exception as exc:  # a failed firing is the schedule's problem, seen at the end
                 print(f"\n  sweep firing failed: {exc}", file=self.out)
 
+    def late_duplicates(self) -> None:
+        """Deliver again, LATE_SECONDS after their first delivery, the SQS records kept by the
+        mappings (``DuplicateDelivery.set_late_rate``): the entity has moved on by then, so each must
+        be acknowledged without effect (or, if its step never ran, do it once)."""
+        while not self.stop.wait(2.0):
+            self.send_late(LATE_SECONDS)
+
+    def send_late(self, older_than: float) -> None:
+        from relay.parking import _to_send_format
+
+        assert self.sb.mappings is not None
+        sqs = client("sqs", self.sb.endpoint)
+        for record in self.sb.mappings.duplicates.take_late(older_than):
+            queue = str(record.get("eventSourceARN", "")).rsplit(":", 1)[-1]
+            url = self.sb.topology.queues.get(queue)
+            if url is None:
+                continue
+            attributes = {
+                name: converted
+                for name, value in (record.get("messageAttributes") or {}).items()
+                if (converted := _to_send_format(value)) is not None
+            }
+            params: dict[str, Any] = {"QueueUrl": url, "MessageBody": record.get("body", "")}
+            if attributes:
+                params["MessageAttributes"] = attributes
+            try:
+                sqs.send_message(**params)
+            except Exception as exc:
+                print(f"\n  late duplicate not sent: {exc}", file=self.out)
+                continue
+            with self.tally.lock:
+                self.tally.late_duplicates += 1
+
     def arm(self) -> None:
         rate = self.rate
         sb = self.sb
         assert sb.runtime is not None and sb.mappings is not None
         sb.runtime.crashes.set(rate / 5, seed=self.seed)
         sb.mappings.duplicates.set_rate(rate, seed=self.seed + 1)
+        sb.mappings.duplicates.set_late_rate(rate / LATE_SHARE, seed=self.seed + 3)
         aws_faults.configure(sb.endpoint, rate=rate, seed=self.seed + 2)
         for i, (name, fake) in enumerate(self.fakes().items()):
-            knobs: dict[str, Any] = {"fail_rate_5xx": rate / 2, "seed": self.seed + 10 + i}
+            # Timeouts that take real time: a call that hangs past every client's timeout (the longest
+            # is the partners' 10 s) and then fails without effect, and (below) one that commits first.
+            knobs: dict[str, Any] = {
+                "fail_rate_5xx": rate / 2,
+                "timeout_rate": rate / TIMEOUT_SHARE,
+                "timeout_sleep_s": TIMEOUT_SLEEP_SECONDS,
+                "seed": self.seed + 10 + i,
+            }
             if name in LOST_REPLY_FAKES:
                 knobs |= {
                     "fail_after_commit_rate": rate,
-                    "fail_after_commit_mode": "500" if i % 2 else "drop",
+                    "fail_after_commit_mode": LOST_REPLY_MODES[i % len(LOST_REPLY_MODES)],
                 }
             fake.set_knobs(**knobs)
 
@@ -413,9 +468,10 @@ class Chaos:
             sb.runtime.crashes.set(0.0)
         if sb.mappings is not None:
             sb.mappings.duplicates.set_rate(0.0)
+            sb.mappings.duplicates.set_late_rate(0.0)
         aws_faults.configure(sb.endpoint, rate=0.0)
         for fake in self.fakes().values():
-            fake.set_knobs(fail_rate_5xx=0.0, fail_after_commit_rate=0.0, outage=False)
+            fake.set_knobs(fail_rate_5xx=0.0, timeout_rate=0.0, fail_after_commit_rate=0.0, outage=False)
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -438,7 +494,8 @@ class Chaos:
             flush=True,
         )
         background = [
-            threading.Thread(target=t, daemon=True) for t in (self.outages, self.sweeps, self.watch_backlog)
+            threading.Thread(target=t, daemon=True)
+            for t in (self.outages, self.sweeps, self.watch_backlog, self.late_duplicates)
         ]
         for thread in background:
             thread.start()
@@ -462,6 +519,11 @@ class Chaos:
                 if done % 500 == 0:
                     self.progress(started, f"{done} sent")
             self.progress(started, "all sent", newline=True)
+            # The late duplicates still kept go now (the youngest less late), then no more are kept:
+            # the run can only settle once nothing more will arrive.
+            assert self.sb.mappings is not None
+            self.sb.mappings.duplicates.set_late_rate(0.0)
+            self.send_late(0.0)
             settled = self.settle(started)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: no send left running
@@ -626,7 +688,7 @@ class Chaos:
         duplicated = sum(m.stats.duplicated_records for m in (sb.mappings.items if sb.mappings else []))
         dlqs = self.dlq_bodies()
         queue_left = {n: depth for n, depth in self.depths().items() if depth and n not in sb.topology.dlqs}
-        left_behind = lifecycle.stranded(sb.endpoint, lifecycle.operations_table(sb.topology.tables))
+        left_behind = lifecycle.left_behind(sb.endpoint, sb.topology.tables)
 
         states = Counter(str(item.get("status", {}).get("S")) for item in ops.values())
         no_reason = [
@@ -730,8 +792,9 @@ class Chaos:
             poison_reasoned[marker] = poison_reasoned.get(marker, False) or bool(
                 attrs.get("relay.errorClass", {}).get("StringValue")
             )
+        # Each poison message is delivered twice (``DuplicateDelivery.always_for``): parked ONCE.
         poison_wrong = [
-            p for p in self.poisons if not poison_found.get(p.marker) or not poison_reasoned.get(p.marker)
+            p for p in self.poisons if poison_found.get(p.marker) != 1 or not poison_reasoned.get(p.marker)
         ]
         ledger_wrong = [p for p in self.poisons if not self.ledger_has(p)]
 
@@ -778,6 +841,7 @@ class Chaos:
                 "injected: partner faults",
                 ", ".join(f"{k} {n}" for k, n in sorted(self.partner_faults().items())) or "none",
             ),
+            ("injected: records delivered again 60 s later (3 min scaled)", str(self.tally.late_duplicates)),
             (
                 "injected: partner outages",
                 ", ".join(f"{k} {n}" for k, n in sorted(self.tally.outages.items())) or "none",
@@ -824,7 +888,7 @@ class Chaos:
         checks: list[tuple[str, bool, str]] = [
             ("the run settled: everything terminal, queues empty", settled, ""),
             (
-                "every accepted operation is terminal, with a reason; none stranded",
+                "every accepted operation is terminal, with a reason; nothing stranded in any flow",
                 not not_terminal and not lost and not no_reason and not left_behind,
                 f"{len(not_terminal)} not terminal, {len(lost)} lost, {len(no_reason)} without a reason, "
                 f"stranded {dict(left_behind)}",
@@ -868,7 +932,7 @@ class Chaos:
             ),
             ("each completion notice delivered, validly signed", not notice_wrong, _few(notice_wrong)),
             (
-                "every poison message parked with its reason",
+                "every poison message parked once with its reason, though delivered twice",
                 not poison_wrong,
                 _few([p.kind + "@" + p.queue for p in poison_wrong]),
             ),

@@ -392,6 +392,16 @@ def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, environ, start_response)
         _, region, service = credential
         request = _request(environ, service, region, state.account)
+        if service == "dynamodb" and not request.body:
+            # No body reached the emulator (the client's connection was cut mid-request under chaos):
+            # not an IAM question. Answered as DynamoDB's retryable 500, so the SDK sends it again.
+            return _respond(
+                start_response,
+                500,
+                {"Content-Type": "application/x-amz-json-1.0"},
+                b'{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError",'
+                b'"message":"the request body did not arrive; retry"}',
+            )
         caller = fn.principal.caller
         try:
             checks = checks_for(

@@ -38,6 +38,40 @@ def stranded(endpoint: str, table: str, now: datetime | None = None) -> Counter[
     return found
 
 
+def left_behind(endpoint: str, tables: Any, now: datetime | None = None) -> Counter[str]:
+    """What any flow left behind after a run, by what it is: the payments' overdue work
+    (``stranded``), an ended operation still in the deadline index (its last events were never
+    published: the stream publisher takes it out once they are), and an outbox row never published
+    in any table with a stream (payments, orders)."""
+    found: Counter[str] = Counter()
+    operations = operations_table(tables)
+    for kind, n in stranded(endpoint, operations, now).items():
+        found[f"payments {kind} overdue"] += n
+    ddb = client("dynamodb", endpoint)
+    from relay import deadlines
+
+    for page in ddb.get_paginator("scan").paginate(
+        TableName=operations,
+        IndexName=deadlines.INDEX_NAME,
+    ):
+        for key in page.get("Items", []):
+            keys = {"pk": key["pk"], "sk": key["sk"]}
+            item = ddb.get_item(TableName=operations, Key=keys, ConsistentRead=True).get("Item") or {}
+            if "expiresAt" in item:
+                found["payments ended, events unpublished"] += 1
+    for table in tables:
+        if not (table.endswith("payments-operations") or table.endswith("orders-orders")):
+            continue
+        for page in ddb.get_paginator("scan").paginate(
+            TableName=table,
+            FilterExpression="kind = :outbox AND attribute_not_exists(publishedAt)",
+            ExpressionAttributeValues={":outbox": {"S": "outbox"}},
+            ConsistentRead=True,
+        ):
+            found[f"{table.rsplit('-', 2)[-2]} outbox rows unpublished"] += len(page.get("Items", []))
+    return +found
+
+
 def retries(endpoint: str, table: str) -> int:
     """How often the operations' steps waited for a partner (the ``retries`` counter), in total."""
     ddb = client("dynamodb", endpoint)

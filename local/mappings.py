@@ -50,6 +50,38 @@ class DuplicateDelivery:
         self.rate = rate
         self._draws = random.Random(seed)
         self._lock = threading.Lock()
+        # Body substrings whose batches are ALWAYS delivered twice (chaos: every poison message).
+        self._always: set[str] = set()
+        # Late duplicates: this share of the SQS records invoked is kept, to be delivered again long
+        # after (``take_late``), once the entity has moved on -- as SNS and SQS may, minutes later.
+        self.late_rate = 0.0
+        self._late: list[tuple[float, dict[str, Any]]] = []
+        self._late_draws = random.Random(seed)
+
+    def set_late_rate(self, rate: float, seed: int | None = None) -> None:
+        with self._lock:
+            self.late_rate = rate
+            self._late_draws = random.Random(seed)
+
+    def take_late(self, older_than: float) -> list[dict[str, Any]]:
+        """The kept records invoked at least ``older_than`` seconds ago (removed from the keep)."""
+        cutoff = time.monotonic() - older_than
+        with self._lock:
+            due = [record for at, record in self._late if at <= cutoff]
+            self._late = [(at, record) for at, record in self._late if at > cutoff]
+        return due
+
+    def _keep_late(self, records: list[dict[str, Any]]) -> None:
+        if self.late_rate <= 0.0:
+            return
+        with self._lock:
+            for record in records:
+                if record.get("eventSource") == "aws:sqs" and self._late_draws.random() < self.late_rate:
+                    self._late.append((time.monotonic(), record))
+
+    def always_for(self, substring: str) -> None:
+        with self._lock:
+            self._always.add(substring)
 
     def set(self, patterns: tuple[str, ...]) -> None:
         self.patterns = frozenset(patterns)
@@ -61,10 +93,15 @@ class DuplicateDelivery:
             self.rate = rate
             self._draws = random.Random(seed)
 
-    def applies(self, function: str) -> bool:
+    def applies(self, function: str, records: list[dict[str, Any]] | None = None) -> bool:
         patterns = self.patterns  # one read: set() may swap it from another thread
         if "*" in patterns or any(p in function for p in patterns):
             return True
+        if self._always and records:
+            with self._lock:
+                always = tuple(self._always)
+            if any(s in str(r.get("body", "")) for r in records for s in always):
+                return True
         if self.rate <= 0.0:
             return False
         with self._lock:
@@ -74,7 +111,8 @@ class DuplicateDelivery:
         self, runtime: Runtime, function: str, records: list[dict[str, Any]], stats: MappingStats
     ) -> InvokeResult:
         """Invoke ``function`` with the batch -- twice when the switch applies; the last outcome counts."""
-        if self.applies(function):
+        self._keep_late(records)
+        if self.applies(function, records):
             runtime.invoke(function, {"Records": records})
             stats.add(duplicated_records=len(records))
         return runtime.invoke(function, {"Records": records})

@@ -119,7 +119,9 @@ def accept_payment(
         # The failed condition's ALL_OLD is the operation as stored; read it only if DynamoDB left it out.
         stored = exists.item or store.read(operation_key(operation_id)) or {}
         stored_sha256 = str(stored.get("requestSha256") or (stored.get("requestRef") or {}).get("sha256"))
-        if idempotency_key is None or stored_sha256 != sha256:
+        # The same request's own write (its reply lost, the SDK retried it) or a client's retry with the
+        # same key and body: the same operation. Another body under the key: refused.
+        if stored_sha256 != sha256:
             raise IdempotencyKeyMismatch(
                 RequestKeyRecord(idempotency_key or "", operation_id, stored_sha256),
                 entity=store.ENTITY,

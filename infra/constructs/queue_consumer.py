@@ -102,14 +102,16 @@ class QueueConsumer(RelayFunction):
         )
         self.function.add_event_source(self.event_source)
         # Parking: a permanent failure is sent to the DLQ at once with its reason, and recorded once in
-        # the app's parked ledger (relay.ledger): PutItem only, nothing else on that table.
+        # the app's parked ledger (relay.ledger): PutItem, and GetItem to find that a delivery was
+        # parked already (a poison message delivered twice is parked once); nothing else on that table.
         queue.dlq.grant_send_messages(self.function)
         if settings.parked_ledger is not None:
             self.function.add_environment(consumer_env.PARKED_LEDGER_TABLE, settings.parked_ledger.table_name)
-            # The table only (Table.grant would add its index ARNs too, which a PutItem never needs).
+            # The table only (Table.grant would add its index ARNs too, which these never need).
             self.function.add_to_role_policy(
                 iam.PolicyStatement(
-                    actions=["dynamodb:PutItem"], resources=[settings.parked_ledger.table_arn]
+                    actions=["dynamodb:GetItem", "dynamodb:PutItem"],
+                    resources=[settings.parked_ledger.table_arn],
                 )
             )
         if budget is not None:

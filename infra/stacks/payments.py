@@ -144,6 +144,8 @@ class PaymentsStack(RelayStack):
                 max_body_bytes=settings.max_body_bytes,
                 silence_seconds=lifecycle.silence_seconds,
                 callback_allow_loopback_http=settings.callback_allow_loopback_http,
+                claim_check_threshold_bytes=settings.claim_check_threshold_bytes,
+                legacy_request_keys=settings.legacy_request_keys,
             ),
             description="POST /payments (202 + operationId), GET /operations/{operationId}, POST …/cancel",
         )
@@ -197,6 +199,7 @@ class PaymentsStack(RelayStack):
                 legacy_timeout_seconds=settings.legacy_timeout_seconds,
                 payment_max_age_seconds=settings.payment_max_age_seconds,
                 payment_check_base_delay_seconds=settings.payment_check_base_delay_seconds,
+                claim_check_threshold_bytes=settings.claim_check_threshold_bytes,
             ),
             description="PaymentRequested → legacy payment system → PAYMENT_COMPLETED / FAILED",
         )
@@ -209,7 +212,9 @@ class PaymentsStack(RelayStack):
             queue=post_q,
             handler="payments.handlers.post_processor.handler",
             retry_budget=Duration.seconds(lifecycle.post_processing_budget_seconds),
-            environment=env.POST_PROCESSOR.environment(**common, **budgets),
+            environment=env.POST_PROCESSOR.environment(
+                **common, **budgets, claim_check_threshold_bytes=settings.claim_check_threshold_bytes
+            ),
             description="PaymentCompleted → invoice input → INVOICE_PENDING + InvoiceRequested",
         )
         invoicer = QueueConsumer(

@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 JsonObject = dict[str, Any]
 
-FAIL_AFTER_COMMIT_MODES = ("500", "drop")
+FAIL_AFTER_COMMIT_MODES = ("500", "drop", "hang")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -57,7 +57,9 @@ class FaultKnobs:
     fail_after_commit_rate: float = 0.0
     """Share of POSTs whose effect IS committed but whose reply is lost (500 or a dropped connection)."""
     fail_after_commit_mode: str = "500"
-    """How the reply is lost: ``"500"`` (an error reply) or ``"drop"`` (connection closed, no reply)."""
+    """How the reply is lost: ``"500"`` (an error reply), ``"drop"`` (connection closed, no reply) or
+    ``"hang"`` (no reply for ``timeout_sleep_s``, then closed: the caller's own timeout fires, in real
+    time, while the effect is already committed)."""
     seed: int | None = None
     """Seeds the fault draws, so a run with the same seed and calls fails the same calls."""
 
@@ -325,7 +327,7 @@ class CallRecord:
     status: int | None = None
     """The status returned; ``None`` while the call is in progress or when the reply was dropped."""
     fault: str | None = None
-    """The injected fault, if any: outage, timeout, 5xx, 429, fail_after_commit."""
+    """The injected fault, if any: outage, timeout, 5xx, 429, fail_after_commit, hang_after_commit."""
 
     def to_json(self) -> JsonObject:
         return dataclasses.asdict(self)
@@ -505,6 +507,9 @@ class FakeService[K: FaultKnobs]:
         if request.method == "POST" and draw.fail_after_commit:
             # The effect above is committed; only the reply is lost, which is what the
             # Idempotency-Key protects against when the caller retries.
+            if knobs.fail_after_commit_mode == "hang":
+                self._stopping.wait(knobs.timeout_sleep_s)
+                return Response(status=0, drop=True), "hang_after_commit"
             if knobs.fail_after_commit_mode == "drop":
                 return Response(status=0, drop=True), "fail_after_commit"
             return error_response(

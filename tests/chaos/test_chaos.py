@@ -50,9 +50,10 @@ def test_the_short_chaos_profile_keeps_every_invariant(tmp_path: Path) -> None:
     assert ok, table
     assert kills > 0, table
     assert {kind for _, kind in faults} == set(aws_faults.KINDS), faults
-    assert {"outage", "5xx", "fail_after_commit"} <= set(partner), partner
+    assert {"outage", "5xx", "fail_after_commit", "timeout", "hang_after_commit"} <= set(partner), partner
     assert duplicated > 0, table
     assert len(chaos.poisons) >= CI_OPERATIONS // 50, table
     assert chaos.tally.outages, table
     assert chaos.tally.replays and chaos.tally.concurrent and chaos.tally.cancels, table
+    assert chaos.tally.late_duplicates, table
     assert not denied, denied

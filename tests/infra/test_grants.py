@@ -162,3 +162,25 @@ def test_no_function_role_grants_a_wildcard_resource(app_templates: dict[str, An
         for w in grants_of(template, function_id)[1]
     ]
     assert not wildcards, "\n".join(wildcards)
+
+
+def test_consumers_may_read_and_put_in_the_parked_ledger_and_nothing_else(
+    app_templates: dict[str, Any],
+) -> None:
+    """A poison message delivered twice is parked once: the consumer reads the ledger for its delivery
+    before parking (GetItem) and records the parking (PutItem); it needs nothing else there."""
+    seen = 0
+    for template in app_templates.values():
+        for resource in template["Resources"].values():
+            if resource["Type"] != "AWS::IAM::Policy":
+                continue
+            for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+                if "ParkedLedger" not in json.dumps(statement.get("Resource")):
+                    continue
+                seen += 1
+                actions = statement["Action"]
+                assert sorted([actions] if isinstance(actions, str) else actions) == [
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                ], statement
+    assert seen >= 10

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -407,3 +408,28 @@ def test_a_function_may_redrive_only_a_dlq_and_to_a_destination_it_was_granted(e
         assert f"sqs:CancelMessageMoveTask on resource: {arns['other-dlq']}" in message
     finally:
         remove()
+
+
+def test_a_dynamodb_request_whose_body_never_arrived_is_a_retryable_500_not_an_iam_denial(
+    emulator: str,
+) -> None:
+    _put_model(emulator, [], {})
+    before = len(json.loads(urllib.request.urlopen(f"{emulator}/_relay/iam/denials").read()))
+    # A function's signed GetItem whose body was lost on the way (chaos cuts connections): no body.
+    request = urllib.request.Request(
+        emulator,
+        data=b"",
+        method="POST",
+        headers={
+            "X-Amz-Target": "DynamoDB_20120810.GetItem",
+            "Content-Type": "application/x-amz-json-1.0",
+            "Authorization": "AWS4-HMAC-SHA256 "
+            f"Credential=ASIAWORKER/20261204/{REGION}/dynamodb/aws4_request, SignedHeaders=host, Signature=0",
+        },
+    )
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        urllib.request.urlopen(request)
+    assert answer.value.code == 500
+    assert json.loads(answer.value.read())["__type"].endswith("#InternalServerError")
+    after = len(json.loads(urllib.request.urlopen(f"{emulator}/_relay/iam/denials").read()))
+    assert after == before  # not an IAM question: nothing recorded as denied

@@ -411,6 +411,11 @@ def _park_or_fail(
         raise ParkingFailed(
             f"cannot park ({type(error).__name__}: {error}): RELAY_DLQ_URL is not set"
         ) from error
+    if settings.parked_ledger_table and _parked_before(raw, settings, client):
+        # The same delivery again (a duplicate, or a batch whose delete was lost): parked once.
+        record_metric("ParkedAlready", event_type=event_type)
+        log.info("already parked; acknowledged", extra={"error_class": type(error).__name__})
+        return
     try:
         parked_id = park(
             # The chain's relay.firstFailureAt (epoch seconds) in the ISO form parking keeps.
@@ -431,6 +436,22 @@ def _park_or_fail(
     log.warning("parked", extra={"error_class": type(error).__name__, "error": str(error)})
     if settings.parked_ledger_table:
         _record_in_ledger(raw, error, settings, client, parked_id, envelope)
+
+
+def _parked_before(raw: dict[str, Any], settings: ConsumerSettings, client: Callable[[], Any]) -> bool:
+    """Whether the parked ledger holds this delivery already (a failed read parks: safe, maybe twice)."""
+    from relay.ledger import already_parked
+
+    try:
+        return already_parked(
+            _default_client("dynamodb"),
+            str(settings.parked_ledger_table),
+            source_queue_url=_queue_url(raw, settings, client),
+            message_id=str(raw.get("messageId", "")),
+        )
+    except Exception:
+        logger().warning("parked ledger unreadable; parking", exc_info=True)
+        return False
 
 
 def _record_in_ledger(

@@ -48,6 +48,18 @@ def entity_of(ids: Mapping[str, str]) -> str | None:
     return None
 
 
+def already_parked(ddb: DynamoDBClient, table_name: str, *, source_queue_url: str, message_id: str) -> bool:
+    """Whether this delivery (source queue and SQS messageId) was parked before: a poison message
+    delivered twice (SQS at-least-once, or a batch whose delete was lost) is parked once."""
+    item = ddb.get_item(
+        TableName=table_name,
+        Key=serialize_item(ledger_key(source_queue_url, message_id)),
+        ConsistentRead=True,
+        ProjectionExpression="sk",
+    ).get("Item")
+    return item is not None
+
+
 def record_parking(
     ddb: DynamoDBClient,
     table_name: str,
