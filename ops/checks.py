@@ -8,7 +8,7 @@ batch, ``ops dlq redrive`` asks each event's consumer for the record its effect 
   ``IDEMPOTENCY_TABLE``), which commits in the same transaction as the effect, so it exists at most
   once and only with the effect. A payments step that acknowledged the event without a marker did so
   because the step was already done; the operation's state says whether that is true
-  (``payments.steps`` rules), and its step history that no state was entered twice;
+  (``payments.step_rules``), and its step history that no state was entered twice;
 - a side effect's Powertools record (``relay.side_effects.record_id``, status COMPLETED): the
   notifiers' webhooks, sent at most once;
 - the archived object (orders' analytics: one S3 object per eventId);
@@ -98,7 +98,7 @@ def _payment_marker(rule_name: str) -> Check:
     acknowledged without effect); either way its history enters no (step, status) twice."""
 
     def check(subject: Subject) -> str | None:
-        from payments import steps
+        from payments import step_rules as steps
 
         from ops.lookup import operation_rows
         from relay.idempotency import marker_id

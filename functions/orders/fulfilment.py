@@ -46,7 +46,7 @@ from orders.subscriptions import (
     PAYMENT_FAILED,
 )
 from relay.envelope import Envelope
-from relay.errors import DependencyUnavailable, InvalidInput, PermanentError
+from relay.errors import ConcurrentWrite, InvalidInput, PermanentError
 from relay.idempotency import BusinessWrite, CommitResult
 from relay.observability import logger, record_metric
 from relay.state_machine import explain_stale
@@ -121,7 +121,7 @@ def on_stale(
 def _unchanged(order: Order) -> Callable[[dict[str, Any] | None], Exception]:
     def explain(old: dict[str, Any] | None) -> Exception:
         status, version = status_of(old)
-        return DependencyUnavailable(
+        return ConcurrentWrite(
             f"order {order.order_id} changed concurrently (now {status or 'gone'} v{version}; read "
             f"{order.status} v{order.version}); retrying with a fresh read."
         )

@@ -40,7 +40,7 @@ from orders.orders import (
 from orders.store import OrderStore, status_of
 from orders.subscriptions import ORDER_CANCELLED, ORDER_CREATED
 from relay.envelope import Envelope, new_envelope
-from relay.errors import DependencyUnavailable
+from relay.errors import ConcurrentWrite
 from relay.request_keys import Binding, IdempotencyKeyMismatch, RequestKeyRecord, request_sha256
 
 __all__ = ["IdempotencyKeyMismatch"]
@@ -192,7 +192,7 @@ def cancel_order(store: OrderStore, order_id: str, *, now: datetime | None = Non
             history=(*order.history, HistoryEntry(str(Status.CANCELLED), plan.at)),
         )
         return Cancelled(cancelled, already=False)
-    raise DependencyUnavailable(
+    raise ConcurrentWrite(
         f"order {order_id} kept changing while it was being cancelled ({CANCEL_ATTEMPTS} attempts); retry"
     )
 

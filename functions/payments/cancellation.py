@@ -21,11 +21,11 @@ from datetime import UTC, datetime
 
 from payments.operations import Operation, OperationError, Status, applied
 from payments.settings import Settings
-from payments.steps import plan_step
+from payments.step_rules import plan_step
 from payments.store import OperationStore
 from payments.subscriptions import OPERATION_CANCELLED
 from relay.envelope import new_envelope
-from relay.errors import DependencyUnavailable
+from relay.errors import ConcurrentWrite
 
 CANCEL_ATTEMPTS = 3
 CANCELLED_CODE = "Cancelled"
@@ -104,7 +104,7 @@ def cancel_operation(
         except _Changed:
             continue  # the worker (or another cancel) moved it meanwhile: read again, decide again
         return Cancelled(applied(operation, plan, error=error), already=False)
-    raise DependencyUnavailable(
+    raise ConcurrentWrite(
         f"operation {operation_id} kept changing while it was being cancelled ({CANCEL_ATTEMPTS} "
         "attempts); retry"
     )

@@ -67,6 +67,7 @@ _ATTRIBUTES = {
     "payment_ref": "paymentRef",
     "payment_accepted_at": "paymentAcceptedAt",
     "invoice_id": "invoiceId",
+    "invoice_input_ref": "invoiceInputRef",
     "expires_at": "expiresAt",
     "error": "error",
     "state_since": "stateSince",
@@ -172,6 +173,8 @@ def _to_attribute(value: Any) -> Any:
         return now_iso(value)
     if isinstance(value, OperationError):
         return {"code": value.code, "message": value.message}
+    if isinstance(value, ClaimCheckRef):
+        return _ref_to_item(value)
     return value
 
 
@@ -214,6 +217,8 @@ def operation_from_item(item: Mapping[str, Any]) -> Operation:
         redrives=int(item.get("redrives") or 0),
         deadline_at=deadlines.deadline_of(dict(item)),
         legacy=not entity_events.has_seen_map(item),
+        in_legacy_index=item.get(deadlines.AT_ATTRIBUTE) is None
+        and item.get(deadlines.LEGACY_AT_ATTRIBUTE) is not None,
         seen={str(k): str(v) for k, v in (item.get(entity_events.SEEN_ATTRIBUTE) or {}).items()},
         callback_url=str(item["callbackUrl"]) if item.get("callbackUrl") else None,
     )
@@ -369,9 +374,7 @@ class OperationStore(EntityStore):
             .set(entity_events.EVENTS_ATTRIBUTE, [entity_events.compact(event)])
             .set_all(deadlines.deadline_attributes(operation.operation_id, deadline))
         )
-        at = deadlines.LEGACY_AT_ATTRIBUTE if operation.legacy else deadlines.AT_ATTRIBUTE
-        if operation.legacy:
-            update.remove(*deadlines.LEGACY_ATTRIBUTES)
+        at = _converted(update, operation)
         return update.write(
             self.table_name,
             operation_key(operation.operation_id),
@@ -385,9 +388,7 @@ class OperationStore(EntityStore):
         """Move the operation's deadline (a step that runs long, found by the sweeper): only if its
         deadline is still the one read. A legacy operation moves to the ``due`` index."""
         update = Update().set_all(deadlines.deadline_attributes(operation.operation_id, deadline))
-        at = deadlines.LEGACY_AT_ATTRIBUTE if operation.legacy else deadlines.AT_ATTRIBUTE
-        if operation.legacy:
-            update.remove(*deadlines.LEGACY_ATTRIBUTES)
+        at = _converted(update, operation)
         return update.write(
             self.table_name,
             operation_key(operation.operation_id),
@@ -422,6 +423,18 @@ class OperationStore(EntityStore):
     def events_of(self, operation_id: str) -> list[Envelope]:
         """The events the operation's last write put into it (the sweeper re-publishes them)."""
         return entity_events.events_in(self.read(operation_key(operation_id)))
+
+
+def _converted(update: Update, operation: Operation) -> str:
+    """The deadline attribute ``operation`` holds now (the write's condition), and, for an operation of
+    the layout before, what moves it to the ``due`` index for good: its legacy attributes removed and
+    an empty ``seen``, so it is read as the new layout from this write on."""
+    if operation.legacy:
+        update.set_if_absent(entity_events.SEEN_ATTRIBUTE, {})
+    if not operation.in_legacy_index:
+        return deadlines.AT_ATTRIBUTE
+    update.remove(*deadlines.LEGACY_ATTRIBUTES)
+    return deadlines.LEGACY_AT_ATTRIBUTE
 
 
 class _Moved(Exception):

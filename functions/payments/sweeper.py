@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from payments.operations import AlreadyApplied, Operation, Status, parse_iso
 from payments.settings import Settings
-from payments.steps import (
+from payments.step_rules import (
     PAYMENT_DONE,
     REDRIVE_EVENT,
     LifecycleDeps,
@@ -79,6 +79,7 @@ class SweepReport:
     given_up: Counter[str] = field(default_factory=Counter)
     republished: int = 0
     rearmed: int = 0
+    failed: int = 0
     claim_checks_expiring: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -89,6 +90,7 @@ class SweepReport:
             "givenUp": dict(self.given_up),
             "republished": self.republished,
             "rearmed": self.rearmed,
+            "failed": self.failed,
             "claimChecksExpiring": self.claim_checks_expiring,
         }
 
@@ -99,15 +101,22 @@ def sweep(deps: SweepDeps, cause: Envelope, *, now: datetime | None = None) -> S
     report = SweepReport()
     store = deps.store
     for item in deadlines.overdue(store.ddb, store.table_name, moment, limit=MAX_ITEMS_PER_SWEEP):
-        if item.get("kind") == OUTBOX_KIND:  # only the legacy index projects whole rows
-            _republish(deps, item, report)
-        elif item.get("sk") == OPERATION_SK:
-            _sweep_operation(deps, cause, operation_id_of(item), moment, report)
+        # One item that fails (moved on meanwhile, SNS down) must not stop the sweep of the others:
+        # counted and logged; the next sweep finds it again.
+        try:
+            if item.get("kind") == OUTBOX_KIND:  # only the legacy index projects whole rows
+                _republish(deps, item, report)
+            elif item.get("sk") == OPERATION_SK:
+                _sweep_operation(deps, cause, operation_id_of(item), moment, report)
+        except Exception:
+            report.failed += 1
+            logger().exception("sweep of one item failed", extra={"pk": item.get("pk"), "sk": item.get("sk")})
     for name, value in (
         ("OperationsOverdue", report.overdue),
         ("OperationsRedriven", report.redriven),
         ("OperationsGivenUp", sum(report.given_up.values())),
         ("OutboxRepublished", report.republished),
+        ("SweepItemsFailed", report.failed),
         ("ClaimChecksExpiring", report.claim_checks_expiring),
     ):
         record_metric(name, value, event_type=cause.event_type)
@@ -154,6 +163,10 @@ def _sweep_operation(
                 "expires": expires.isoformat(),
             },
         )
+    # The events the last write put into the item may never have been published (the stream gave up
+    # on them): published again before anything overwrites them, so no subscriber -- orders hear
+    # PaymentCompleted -- misses one. A duplicate if they were: consumers dedupe by eventId.
+    report.republished += _publish_item_events(deps, operation)
     in_state = (now - operation.since).total_seconds()
     # The worker's own budget handling ends a step first; the sweeper gives it one silence more.
     if in_state >= settings.budget_seconds(operation.status) + settings.silence_seconds:
@@ -189,24 +202,29 @@ def step_deadline(settings: Settings, operation: Operation) -> datetime:
     return due
 
 
-def _settle(deps: SweepDeps, operation: Operation, report: SweepReport) -> None:
-    """An operation that ended is still in the index: its last events may never have been published
-    (the stream gave up on them). Publish them from the item (a duplicate if they were: consumers
-    dedupe by eventId), then take it out of the index like the stream publisher does."""
+def _publish_item_events(deps: SweepDeps, operation: Operation) -> int:
     events = deps.store.events_of(operation.operation_id)
     publish = sns_publisher(deps.settings.require("events_topic_arn"), deps.sns)
     for event in events:
         publish(event, {})
+    if events:
+        logger().warning(
+            "operation's events re-published by the sweeper",
+            extra={"operation_id": operation.operation_id, "events": [e.event_type for e in events]},
+        )
+    return len(events)
+
+
+def _settle(deps: SweepDeps, operation: Operation, report: SweepReport) -> None:
+    """An operation that ended is still in the index: its last events may never have been published
+    (the stream gave up on them). Publish them from the item (a duplicate if they were: consumers
+    dedupe by eventId), then take it out of the index like the stream publisher does."""
+    report.republished += _publish_item_events(deps, operation)
     settle_item(
         deps.store.ddb,
         deps.store.table_name,
         operation_key(operation.operation_id),
         operation.version,
-    )
-    report.republished += len(events)
-    logger().warning(
-        "ended operation's events re-published by the sweeper",
-        extra={"operation_id": operation.operation_id, "events": [e.event_type for e in events]},
     )
 
 

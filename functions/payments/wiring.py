@@ -1,7 +1,7 @@
 """What a payments function is wired with: settings, AWS clients, the store, the HTTP clients.
 
 Built once per process on first use (``relay.wiring``) and passed explicitly into the domain
-functions, which take only what they use (``payments.steps.StepDeps``). Clients are created lazily:
+functions, which take only what they use (``payments.step_rules.StepDeps``). Clients are created lazily:
 the API never builds an SQS or SNS client.
 """
 

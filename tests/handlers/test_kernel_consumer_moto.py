@@ -373,3 +373,18 @@ def test_a_transient_failure_after_the_budget_lands_in_the_dlq_with_the_reason(a
     assert abs((parked_first - first).total_seconds()) < 0.01
     assert attrs["tenant"]["StringValue"] == "acme"
     assert "relay.attempt" not in attrs  # a redrive starts a new chain, with a full budget
+
+
+def test_an_already_applied_change_the_handler_lets_through_is_acknowledged_not_retried_or_parked(
+    aws: Aws,
+) -> None:
+    from relay.state_machine import AlreadyApplied
+
+    aws.sqs.send_message(QueueUrl=aws.queue_url, MessageBody=envelope(ids={"accountId": "a1"}).to_json())
+
+    def already_there(env: Envelope, ctx: RecordContext) -> None:
+        raise AlreadyApplied("account a1 is already CREDITED")
+
+    assert deliver(aws, already_there, visibility_timeout=0) == {"batchItemFailures": []}
+    assert receive_all(aws) == []  # deleted: no redelivery, no delayed copy
+    assert aws.dlq_messages() == []  # not parked

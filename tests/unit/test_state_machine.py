@@ -6,7 +6,7 @@ import enum
 
 import pytest
 
-from relay.errors import DependencyUnavailable
+from relay.errors import ConcurrentWrite
 from relay.expressions import Condition, Update
 from relay.state_machine import (
     AlreadyApplied,
@@ -78,10 +78,10 @@ def test_stale_transition_is_already_applied_concurrent_or_illegal_by_what_the_i
     lenient = explain_stale(plan(), {"GREEN"}, elsewhere="retry")
 
     assert isinstance(strict({"status": "GREEN", "version": 5}), AlreadyApplied)
-    assert isinstance(strict({"status": "RED", "version": 6}), DependencyUnavailable)
+    assert isinstance(strict({"status": "RED", "version": 6}), ConcurrentWrite)
     assert isinstance(strict({"status": "OFF", "version": 6}), IllegalTransition)
     assert isinstance(strict(None), IllegalTransition)
-    assert isinstance(lenient({"status": "OFF", "version": 6}), DependencyUnavailable)
+    assert isinstance(lenient({"status": "OFF", "version": 6}), ConcurrentWrite)
     assert "light l-1 is OFF, not RED (version 4)" in str(strict({"status": "OFF", "version": 6}))
 
 

@@ -1,10 +1,10 @@
 """Invoice worker: invoice-requests queue (InvoiceRequested via SNS) -> invoice API (once) ->
-COMPLETED + OperationCompleted. Domain: ``payments.steps.issue_invoice``."""
+COMPLETED + OperationCompleted. Domain: ``payments.invoice_step.issue_invoice``."""
 
 from __future__ import annotations
 
+from payments.invoice_step import issue_invoice
 from payments.settings import INVOICE_WORKER
-from payments.steps import issue_invoice
 from payments.wiring import wiring
 from relay.consumer import queue_handler
 

@@ -1,9 +1,10 @@
 """Outbox publisher: operations-table stream -> SNS ``payment-events`` (kernel ``publish_outbox_batch``).
 
-Only INSERTs of outbox rows are published (with the ``eventType`` message attribute the
-subscriptions filter on); operation items on the same stream are ignored. A row is marked
-``publishedAt`` after the publish, so a crash in between publishes it again: consumers dedupe on the
-stable eventId.
+The events an operation write put into the item (``ev``: in the record's NEW image and not in its
+OLD one) are published with the ``eventType`` message attribute the subscriptions filter on; an ended
+operation then leaves the deadline index. Outbox rows written before the one-write layout (INSERTs of
+``kind = outbox``) are still published and marked ``publishedAt``. A crash in between publishes again:
+consumers dedupe on the stable eventId.
 
 Delivery to the payment-requests, post-processing and invoice-requests queues is ENVELOPED (raw
 message delivery off), on purpose:

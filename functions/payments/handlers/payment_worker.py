@@ -1,10 +1,11 @@
 """Payment worker: payment-requests queue (PaymentRequested via SNS, and its own delayed
-PaymentStatusCheckDue messages) -> legacy payment system. Domain: ``payments.steps.process_payment``."""
+PaymentStatusCheckDue messages) -> legacy payment system. Domain:
+``payments.payment_step.process_payment``."""
 
 from __future__ import annotations
 
+from payments.payment_step import process_payment
 from payments.settings import PAYMENT_WORKER
-from payments.steps import process_payment
 from payments.wiring import wiring
 from relay.consumer import queue_handler
 

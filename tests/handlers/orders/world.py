@@ -249,7 +249,7 @@ def create_world(overrides: dict[str, str] | None = None) -> OrdersWorld:
 def payment_completed(
     order_id: str | None, operation_id: str, *, payment_id: str = "pay-1", **ids: str
 ) -> Envelope:
-    """A PaymentCompleted as payments publishes it (see payments.steps): the result travels by claim
+    """A PaymentCompleted as payments publishes it (see payments.payment_step): the result travels by claim
     check, ``ids`` carry operationId, paymentId and -- when the payment had one -- orderId."""
     all_ids = {"operationId": operation_id, "paymentId": payment_id, **ids}
     if order_id is not None:
@@ -266,7 +266,7 @@ def payment_completed(
 
 
 def payment_failed(order_id: str | None, operation_id: str, *, code: str = "PaymentRejected") -> Envelope:
-    """A PaymentFailed as payments publishes it (``payments.steps._fail``): ids with the order's id,
+    """A PaymentFailed as payments publishes it (``payments.step_rules.fail``): ids with the order's id,
     payload ``{code, reason}``."""
     ids = {"operationId": operation_id, "paymentId": "pay-1"}
     if order_id is not None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from payments.steps import invoice_input
+from payments.post_processing import invoice_input
 
 from local.fakes.invoice_api import InvoiceApiFake
 from local.fakes.legacy_payments import LegacyPaymentsFake

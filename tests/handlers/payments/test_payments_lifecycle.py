@@ -19,6 +19,7 @@ from local.fakes.legacy_payments import LegacyPaymentsFake
 from tests.builders import FakeContext
 from tests.handlers.payments.builders import (
     accepted_operation,
+    deliver,
     failed_ids,
     lower_claim_check_threshold,
     payment_request,
@@ -494,3 +495,52 @@ def test_each_further_redrive_of_a_silent_step_waits_twice_as_long_and_never_pas
     assert settings.redrive_deadline(
         give_up, status=Status.PENDING, since=t0, redrives=9
     ) == give_up + timedelta(seconds=900), "at least one silence"
+
+
+def test_an_unpublished_event_of_an_operation_in_progress_is_published_before_its_step_is_redriven(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream gave up on the PaymentCompleted the payment step wrote into the item: post-processing
+    is re-driven, and the PaymentCompleted itself is published first, so its other subscribers (orders:
+    the order becomes PAID on it) do not miss it when the re-drive overwrites the item's events."""
+    operation_id = accepted_operation(payment_request())
+    run_worker(queued_event(infra, "payment-requests", expect=1))  # PaymentCompleted: never published
+    (completed,) = infra.item_events(operation_id)
+    assert completed.event_type == "PaymentCompleted"
+
+    report = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=901))
+
+    assert report.overdue == 1 and report.redriven == 1 and report.republished == 1
+    (message,) = infra.receive_all(infra.queues["post-processing"].url)
+    assert json.loads(json.loads(message["Body"])["Message"])["eventId"] == completed.event_id
+    (redrive,) = infra.item_events(operation_id)
+    assert redrive.event_type == "PostProcessingRedriveDue"
+
+
+def test_an_invoice_redrive_names_no_input_and_the_step_rebuilds_it_from_the_operation(
+    infra: Infrastructure,
+    legacy: LegacyPaymentsFake,
+    invoice_api: InvoiceApiFake,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The InvoiceRequested message was lost (parked, expired): the sweeper's InvoiceRedriveDue names
+    no invoice input of its own, and the invoice step rebuilds it from the operation (the request and
+    the paymentRef), as the InvoiceRequested would have named it."""
+    from payments.handlers import invoice_worker
+
+    operation_id = accepted_operation(payment_request())
+    Pump(infra).run(until=lambda: item(infra, operation_id)["status"] == "INVOICE_PENDING")
+    sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=901))
+    (redrive,) = infra.item_events(operation_id)
+    assert redrive.event_type == "InvoiceRedriveDue" and "invoiceInputSha256" not in (redrive.payload or {})
+    use_queue(monkeypatch, infra, "invoice-requests")
+    # Whatever else the sweep sent (the InvoiceRequested it re-published from the item) is lost too.
+    infra.receive_all(infra.queues["invoice-requests"].url, visibility=3600)
+
+    response = invoice_worker.handler(deliver(infra, "invoice-requests", redrive), FakeContext())
+
+    assert failed_ids(response) == []
+    assert item(infra, operation_id)["status"] == "COMPLETED"
+    assert infra.receive_all(infra.queues["invoice-requests"].dlq_url) == []  # not parked
+    assert invoice_api.invoices_by_operation() == {operation_id: 1}
+    assert legacy.charges_by_operation() == {operation_id: 1}

@@ -52,7 +52,7 @@ def operation_in(infra: Infrastructure, status: Status, version: int = 7) -> Ope
 
 
 def apply(operation: Operation, target: Status, *, events: tuple[Envelope, ...] = ()) -> None:
-    from payments.steps import on_stale
+    from payments.step_rules import on_stale
     from payments.wiring import wiring
 
     store = wiring().store
@@ -145,12 +145,13 @@ def test_transition_from_the_right_state_but_a_stale_version_is_retried_not_appl
 ) -> None:
     from payments.wiring import wiring
 
-    from relay.errors import TransientError
+    from relay.errors import ConcurrentWrite
 
     operation = operation_in(infra, Status.PAYMENT_PROCESSING, version=4)
     stale = Operation(**{**operation.__dict__, "version": 3})
 
-    with pytest.raises(TransientError, match="changed concurrently"):
+    # A race, not an outage: its own transient type (retried with a fresh read).
+    with pytest.raises(ConcurrentWrite, match="changed concurrently"):
         apply(stale, Status.PAYMENT_COMPLETED)
 
     after = wiring().store.get_operation(operation.operation_id)
@@ -160,7 +161,7 @@ def test_transition_from_the_right_state_but_a_stale_version_is_retried_not_appl
 def test_transition_to_a_state_the_operation_already_passed_reads_as_already_applied(
     infra: Infrastructure,
 ) -> None:
-    from payments.steps import PAYMENT_DONE, on_stale
+    from payments.step_rules import PAYMENT_DONE, on_stale
     from payments.wiring import wiring
 
     operation = operation_in(infra, Status.PAYMENT_PROCESSING, version=2)
@@ -197,10 +198,10 @@ def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_
     """Found by ``make chaos``: two copies of one PaymentRequested; one took the operation PENDING ->
     PAYMENT_PROCESSING -> RECONCILING while the other still read PENDING. The second's failed condition
     is a state the payment step itself runs from: a fresh read decides (transient), never a park."""
-    from payments.steps import PAYMENT_DONE, PAYMENT_STEP, on_stale
+    from payments.step_rules import PAYMENT_DONE, PAYMENT_STEP, on_stale
     from payments.wiring import wiring
 
-    from relay.errors import DependencyUnavailable
+    from relay.errors import ConcurrentWrite, DependencyUnavailable
 
     stale = operation_in(infra, Status.PENDING, version=1)  # what the second copy read
     apply(stale, Status.PAYMENT_PROCESSING)  # the first copy's steps
@@ -213,8 +214,9 @@ def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_
     write = store.transition_write(
         plan, on_condition_failed=on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING}, concurrent)
     )
-    with pytest.raises(DependencyUnavailable, match="concurrent delivery"):
+    with pytest.raises(ConcurrentWrite, match="concurrent delivery") as raised:
         store.apply_one(write)
+    assert not isinstance(raised.value, DependencyUnavailable)
     # Without the step's own states, the same failure is what it was before: parked as illegal.
     with pytest.raises(IllegalTransition):
         store.apply_one(
@@ -224,13 +226,13 @@ def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_
         )
 
 
-def test_a_step_advance_is_one_plain_update_and_its_retry_after_a_lost_reply_carries_on(
+def test_a_stepadvance_is_one_plain_update_and_its_retry_after_a_lost_reply_carries_on(
     infra: Infrastructure,
 ) -> None:
-    """The step's first transition (``_advance``) is a plain conditional UpdateItem, not a one-item
+    """The step's first transition (``advance``) is a plain conditional UpdateItem, not a one-item
     transaction (half the write units). If botocore sends it again after its reply was lost, the retry
     meets the operation as the first attempt left it: the step carries on from there, never parks."""
-    from payments.steps import PAYMENT_STEP, _advance
+    from payments.step_rules import PAYMENT_STEP, advance
     from payments.wiring import wiring
 
     read = operation_in(infra, Status.PENDING, version=1)
@@ -242,11 +244,11 @@ def test_a_step_advance_is_one_plain_update_and_its_retry_after_a_lost_reply_car
 
     deps.store.ddb.meta.events.register("before-call.dynamodb", count)
     try:
-        moved = _advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
+        moved = advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
         assert calls == ["UpdateItem"]
         assert moved is not None and moved.status is Status.PAYMENT_PROCESSING and moved.version == 2
         # The same write again: what a retry after a lost reply sends.
-        again = _advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
+        again = advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
     finally:
         deps.store.ddb.meta.events.unregister("before-call.dynamodb", count)
     assert again is not None and again.status is Status.PAYMENT_PROCESSING and again.version == 2

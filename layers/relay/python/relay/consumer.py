@@ -61,6 +61,7 @@ from relay.retry import (
     retries_done,
     retry_attributes,
 )
+from relay.state_machine import AlreadyApplied
 from relay.unwrap import envelope_from_sqs_record
 
 if TYPE_CHECKING:
@@ -359,6 +360,11 @@ def _process_record(
         log.append_keys(event_id=envelope.event_id, event_type=envelope.event_type)
         handle(envelope, context)
         record_metric("Processed", event_type=event_type)
+    except AlreadyApplied as done:
+        # What this delivery asks for is in place already (a duplicate, or a concurrent delivery won)
+        # and the handler let it through: acknowledged without effect, never retried or parked.
+        record_metric("Duplicate", event_type=event_type)
+        log.info("already applied; acknowledged without effect", extra={"reason": str(done)})
     except Exception as exc:
         error = classify(exc)
         if isinstance(error, PermanentError):

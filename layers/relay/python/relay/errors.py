@@ -91,6 +91,12 @@ class DependencyUnavailable(TransientError):
     """A dependency (AWS or HTTP) throttled, timed out, or answered 5xx."""
 
 
+class ConcurrentWrite(TransientError):
+    """Another writer changed the entity between this step's read and its conditional write: a race,
+    not an outage. Retried with a fresh read; its own type keeps the outage metrics and alarms
+    (``DependencyUnavailable``) honest."""
+
+
 class OutcomeUnknown(DependencyUnavailable):
     """The call may have taken effect: a timeout after the request was sent, a connection dropped
     before the answer, or an HTTP 500/502/504 answer. Retrying is safe only with the same idempotency

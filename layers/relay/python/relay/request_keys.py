@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from relay.envelope import canonical_json
-from relay.errors import DependencyUnavailable
+from relay.errors import ConcurrentWrite
 from relay.idempotency import BusinessWrite, deserialize_item, put
 from relay.state_machine import now_iso
 
@@ -148,7 +148,7 @@ class RequestKeys:
             # the replay of the winner.
             record = self.replayed(key, sha256)
             if record is None:  # the binding vanished between the two reads (TTL): the client retries
-                raise DependencyUnavailable("Idempotency-Key binding changed concurrently; retry") from None
+                raise ConcurrentWrite("Idempotency-Key binding changed concurrently; retry") from None
             return replay(record)
 
 

@@ -7,7 +7,7 @@ DynamoDB, never applied. ``StateMachine.plan`` refuses an illegal transition bef
 ``explain_stale`` turns a failed condition (the item as it was, ALL_OLD) into the right outcome:
 
 * the entity is already where this step leads (or past it) -> ``AlreadyApplied``: acknowledge, no effect;
-* it changed since it was read -> transient (``DependencyUnavailable``): retry with a fresh read;
+* it changed since it was read -> transient (``ConcurrentWrite``): retry with a fresh read;
 * it is somewhere this step can never start from -> ``IllegalTransition`` (permanent: parked).
 
 Stored shape (the data-access module owns the key and any other attribute): ``status``, ``version``
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from relay.errors import DependencyUnavailable, PermanentError
+from relay.errors import ConcurrentWrite, PermanentError
 from relay.expressions import Condition, Update
 from relay.idempotency import BusinessWrite, OnConditionFailed
 
@@ -208,7 +208,7 @@ def explain_stale(
         if status is not None and status in done:
             return AlreadyApplied(f"{transition.label} is already {status}")
         if (status is not None and status == transition.source) or elsewhere == "retry":
-            return DependencyUnavailable(
+            return ConcurrentWrite(
                 f"{transition.label} changed concurrently (now {status or 'gone'} v{version}; read "
                 f"{transition.source} v{transition.expected_version}); retrying with a fresh read."
             )
