@@ -30,10 +30,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from relay.envelope import Envelope, canonical_payload_sha256
-from relay.errors import PayloadConflict
 from relay.expressions import Condition, Update
-from relay.idempotency import BusinessWrite
-from relay.observability import logger, record_metric
+from relay.idempotency import BusinessWrite, payload_conflict
 
 EVENTS_ATTRIBUTE = "ev"
 SEEN_ATTRIBUTE = "seen"
@@ -81,15 +79,7 @@ def seen(item: Mapping[str, Any] | None, envelope: Envelope) -> bool:
     received = payload_hash(envelope)
     if str(recorded) == received:
         return True
-    record_metric("PayloadConflict", event_type=envelope.event_type)
-    logger().error(
-        "payload conflict",
-        extra={"event_id": envelope.event_id, "stored_sha256": recorded, "received_sha256": received},
-    )
-    raise PayloadConflict(
-        f"event {envelope.event_id} was already processed with a different payload (sha256 "
-        f"{recorded}… stored, {received}… received); not applied. Investigate the producer."
-    )
+    raise payload_conflict(envelope, str(recorded), received)
 
 
 def has_seen_map(item: Mapping[str, Any] | None) -> bool:

@@ -161,17 +161,27 @@ def already_processed(envelope: Envelope, *, table_name: str, ddb_client: Dynamo
     stored = str(deserialize_item(item).get("payloadSha256", ""))
     received = canonical_payload_sha256(envelope)
     if stored and stored != received:
-        record_metric("PayloadConflict", event_type=envelope.event_type)
-        logger().error(
-            "payload conflict",
-            extra={"event_id": envelope.event_id, "stored_sha256": stored, "received_sha256": received},
-        )
-        raise PayloadConflict(
-            f"event {envelope.event_id} was already processed with a different payload "
-            f"(sha256 {stored[:12]}… stored, {received[:12]}… received); not applied. "
-            "Investigate the producer."
-        )
+        raise payload_conflict(envelope, stored, received)
     return True
+
+
+def payload_conflict(envelope: Envelope, stored_sha256: str, received_sha256: str) -> PayloadConflict:
+    """The same eventId seen again with another payload: counted (metric, alarmed), logged with both
+    hashes, and returned for the caller to raise (never applied)."""
+    record_metric("PayloadConflict", event_type=envelope.event_type)
+    logger().error(
+        "payload conflict",
+        extra={
+            "event_id": envelope.event_id,
+            "stored_sha256": stored_sha256,
+            "received_sha256": received_sha256,
+        },
+    )
+    return PayloadConflict(
+        f"event {envelope.event_id} was already processed with a different payload "
+        f"(sha256 {stored_sha256[:12]}… stored, {received_sha256[:12]}… received); not applied. "
+        "Investigate the producer."
+    )
 
 
 def apply_writes(writes: Sequence[BusinessWrite], *, ddb_client: DynamoDBClient) -> None:
@@ -248,20 +258,7 @@ def _explain_cancellation(
                 "duplicate event acknowledged without effect", extra={"event_id": envelope.event_id}
             )
             return CommitResult.DUPLICATE
-        record_metric("PayloadConflict", event_type=envelope.event_type)
-        logger().error(
-            "payload conflict",
-            extra={
-                "event_id": envelope.event_id,
-                "stored_sha256": stored_hash,
-                "received_sha256": received_hash,
-            },
-        )
-        raise PayloadConflict(
-            f"event {envelope.event_id} was already processed with a different payload "
-            f"(sha256 {stored_hash[:12]}… stored, {received_hash[:12]}… received); not applied. "
-            "Investigate the producer."
-        ) from exc
+        raise payload_conflict(envelope, stored_hash, received_hash) from exc
 
     for index, reason in enumerate(reasons[1:], start=1):
         code = reason.get("Code")
