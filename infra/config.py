@@ -185,6 +185,9 @@ class OrdersConfig(_Strict):
     shipping_api_url: str = "https://shipping.example.com"
     http_timeout_seconds: int = Field(default=5, ge=1, le=30)
     analytics_retention_days: int = Field(default=400, ge=1)
+    # A stage upgraded from the layout with request-key items (before one write per step): the API
+    # looks a key up there first. Turn it off 7 days (their TTL) after the upgrade.
+    legacy_request_keys: bool = False
 
     @field_validator("notify_webhook_url", "shipping_api_url")
     @classmethod

@@ -370,12 +370,31 @@ class OrdersReader:
         return items
 
     def events(self, order_ids: list[str]) -> dict[str, str]:
-        """eventId -> eventType of every event the orders wrote to their outbox."""
+        """eventId -> eventType of every event the orders produced: the events each write added to an
+        order item, read from the table's stream the way its publisher reads them
+        (``relay.entity_events.new_events``), and outbox rows of the layout before."""
+        from relay.entity_events import new_events
+
         events: dict[str, str] = {}
         for order_id in order_ids:
             for row in self.rows(order_id, "OUTBOX#"):
                 _, event_type, event_id = row["sk"]["S"].split("#", 2)
                 events[event_id] = event_type
+        wanted = {f"ORDER#{order_id}" for order_id in order_ids}
+        streams = client("dynamodbstreams", self.sb.endpoint)
+        arn = self.ddb.describe_table(TableName=self.orders_table)["Table"]["LatestStreamArn"]
+        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+            iterator = streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            )["ShardIterator"]
+            while iterator:
+                answer = streams.get_records(ShardIterator=iterator, Limit=1000)
+                for record in answer.get("Records", []):
+                    if record["dynamodb"]["Keys"]["pk"]["S"] in wanted:
+                        events.update((e.event_id, e.event_type) for e in new_events(record))
+                if not answer.get("Records"):
+                    break
+                iterator = answer.get("NextShardIterator")
         return events
 
     def archived_event_ids(self) -> list[str]:

@@ -3,8 +3,8 @@ order reverses them once. Both arrive through an EventBridge rule on the app's b
 never calls loyalty), unordered and at least once:
 
 * a redelivery, a duplicate publish and a concurrent twin all commit at most once: the order's item
-  and the balance change in ONE transaction with the processed-event marker, conditional on the order
-  item that was read; the loser of a race re-reads (a transient retry) and decides again;
+  (the step's record) and the balance change in ONE transaction, conditional on the order item that
+  was read; the loser of a race re-reads (a transient retry) and decides again;
 * a reversal that arrives before its accrual records a reversal of 0 points; the accrual, when it
   comes, is then recorded with an equal reversal and leaves the balance alone. Either order ends
   with the same balance;
@@ -18,9 +18,9 @@ from datetime import datetime
 from typing import Any
 
 from loyalty.store import OrderPoints, PointsStore
+from relay import steps
 from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable, InvalidInput
-from relay.idempotency import CommitResult
 from relay.observability import logger, record_metric
 from relay.state_machine import AlreadyApplied, now_iso
 
@@ -54,12 +54,6 @@ def points_earned(envelope: Envelope, points_per_unit: int) -> int:
     return units * points_per_unit
 
 
-def _skip(envelope: Envelope, why: str, *, order_id: str | None = None, duplicate: bool = True) -> None:
-    if duplicate:
-        record_metric("Duplicate", event_type=envelope.event_type)
-    logger().info("acknowledged without effect", extra={"reason": why, "order_id": order_id})
-
-
 def _changed(order_id: str, done: str) -> Any:
     def explain(old: dict[str, Any] | None) -> Exception:
         if old and old.get(done):
@@ -84,11 +78,11 @@ def apply_points_event(
 
 
 def _commit(envelope: Envelope, store: PointsStore, writes: list[Any], order_id: str) -> bool:
-    try:
-        return store.commit_once(envelope, writes) is CommitResult.APPLIED
-    except AlreadyApplied as exc:
-        _skip(envelope, str(exc), order_id=order_id)
-        return False
+    # The ledger item alone (nothing else moves) is a plain conditional write; with the balance, ONE
+    # transaction.
+    if len(writes) == 1:
+        return steps.commit(lambda: store.apply_one(writes[0]), envelope, order_id=order_id)
+    return steps.commit(lambda: store.apply(writes), envelope, order_id=order_id)
 
 
 def accrue(
@@ -96,12 +90,11 @@ def accrue(
 ) -> None:
     customer_id, order_id = _required(envelope)
     points = points_earned(envelope, points_per_unit)
-    if store.already_processed(envelope):
-        _skip(envelope, "event already processed", order_id=order_id)
-        return
     entry: OrderPoints | None = store.order_points(customer_id, order_id)
+    if entry is not None and steps.duplicate(entry.seen, envelope, order_id=order_id):
+        return
     if entry is not None and entry.accrued_at is not None:
-        _skip(envelope, "points already accrued for the order", order_id=order_id)
+        steps.acknowledge(envelope, "points already accrued for the order", order_id=order_id)
         return
     offset = entry is not None and entry.reversed_at is not None
     at = now_iso(now)
@@ -110,7 +103,7 @@ def accrue(
             customer_id,
             order_id,
             points,
-            event_id=envelope.event_id,
+            envelope,
             at=at,
             offset_by_reversal=offset,
             on_condition_failed=_changed(order_id, "accruedAt"),
@@ -130,14 +123,14 @@ def reverse(envelope: Envelope, store: PointsStore, *, now: datetime | None = No
     customer_id, order_id = _required(envelope)
     if not (envelope.payload or {}).get("paymentOperationId"):
         # Rejected before it was paid: it never earned points (the rule should not have sent it).
-        _skip(envelope, "order was rejected before it was paid; no points to reverse", duplicate=False)
-        return
-    if store.already_processed(envelope):
-        _skip(envelope, "event already processed", order_id=order_id)
+        why = "order was rejected before it was paid; no points to reverse"
+        steps.acknowledge(envelope, why, metric=None, order_id=order_id)
         return
     entry = store.order_points(customer_id, order_id)
+    if entry is not None and steps.duplicate(entry.seen, envelope, order_id=order_id):
+        return
     if entry is not None and entry.reversed_at is not None:
-        _skip(envelope, "points already reversed for the order", order_id=order_id)
+        steps.acknowledge(envelope, "points already reversed for the order", order_id=order_id)
         return
     after_accrual = entry is not None and entry.accrued_at is not None
     points = (entry.accrued or 0) if entry is not None and after_accrual else 0
@@ -147,7 +140,7 @@ def reverse(envelope: Envelope, store: PointsStore, *, now: datetime | None = No
             customer_id,
             order_id,
             points,
-            event_id=envelope.event_id,
+            envelope,
             at=at,
             after_accrual=after_accrual,
             on_condition_failed=_changed(order_id, "reversedAt"),

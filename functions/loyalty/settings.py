@@ -21,6 +21,4 @@ class Settings(ServiceSettings):
 
 # What each function needs (the stack sets exactly these; the function checks them at cold start).
 API = FunctionEnvironment(Settings, "api", required=("points_table",))
-POINTS = FunctionEnvironment(
-    Settings, "points", required=("points_table", "idempotency_table"), optional=("points_per_unit",)
-)
+POINTS = FunctionEnvironment(Settings, "points", required=("points_table",), optional=("points_per_unit",))

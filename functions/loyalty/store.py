@@ -7,9 +7,11 @@ Points table (``POINTS_TABLE``; pk/sk), one partition per customer:
   ``accruedAt``, ``accrualEventId``) and, once reversed, its reversal (``reversed``, ``reversedAt``,
   ``reversalEventId``). The ledger is these items, read with one Query.
 
-Both writes of a change (the order item, the balance) commit in ONE transaction with the processed-event
-marker (``relay.idempotency.commit_once``), each conditional on what was read: the balance moves exactly
-by what the order item records, once.
+Both writes of a change (the order item, the balance) commit in ONE transaction, each conditional on
+what was read: the balance moves exactly by what the order item records, once. The order item is the
+step's record: its accrual and reversal are each written once (conditional on being absent), and it
+records the event it processed (``seen``, ``relay.entity_events``), so the same eventId with another
+payload is a ``PayloadConflict``. No separate marker is written.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from relay import entity_events
 from relay.entity_store import EntityStore
+from relay.envelope import Envelope
 from relay.idempotency import BusinessWrite, OnConditionFailed, deserialize_item, serialize_item, update
 
 if TYPE_CHECKING:
@@ -30,6 +34,11 @@ ORDER_PREFIX = "ORDER#"
 
 def customer_pk(customer_id: str) -> str:
     return f"CUSTOMER#{customer_id}"
+
+
+def _recorded(cause: Envelope, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` plus the processed event: its id (``:e``) and ``seen`` (``:seen``)."""
+    return {**values, ":e": cause.event_id, ":seen": {cause.event_id: entity_events.payload_hash(cause)}}
 
 
 def balance_key(customer_id: str) -> dict[str, str]:
@@ -51,6 +60,7 @@ class OrderPoints:
     reversed: int | None = None
     reversed_at: str | None = None
     reversal_event_id: str | None = None
+    seen: dict[str, str] | None = None  # the last event recorded -> its payload hash
 
 
 def _order_points(item: Mapping[str, Any]) -> OrderPoints:
@@ -68,11 +78,12 @@ def _order_points(item: Mapping[str, Any]) -> OrderPoints:
         reversed=number("reversed"),
         reversed_at=text("reversedAt"),
         reversal_event_id=text("reversalEventId"),
+        seen=dict(item.get(entity_events.SEEN_ATTRIBUTE) or {}),
     )
 
 
 class PointsStore(EntityStore):
-    """Balances and per-order accruals and reversals; event markers."""
+    """Balances and per-order accruals and reversals."""
 
     ENTITY = "customer"
     ID_ATTRIBUTE = "customerId"
@@ -116,8 +127,8 @@ class PointsStore(EntityStore):
         customer_id: str,
         order_id: str,
         points: int,
+        cause: Envelope,
         *,
-        event_id: str,
         at: str,
         offset_by_reversal: bool,
         on_condition_failed: OnConditionFailed,
@@ -126,8 +137,8 @@ class PointsStore(EntityStore):
         (its events travel unordered); the accrual is recorded with an equal reversal, the balance
         does not move."""
         names = {"#accruedAt": "accruedAt", "#reversedAt": "reversedAt"}
-        values: dict[str, Any] = {":p": points, ":at": at, ":e": event_id, ":o": order_id}
-        expression = "SET orderId = :o, accrued = :p, #accruedAt = :at, accrualEventId = :e"
+        values = _recorded(cause, {":p": points, ":at": at, ":o": order_id})
+        expression = "SET orderId = :o, accrued = :p, #accruedAt = :at, accrualEventId = :e, seen = :seen"
         if offset_by_reversal:
             condition = "attribute_not_exists(#accruedAt) AND attribute_exists(#reversedAt)"
             expression += ", reversed = :p"
@@ -148,8 +159,8 @@ class PointsStore(EntityStore):
         customer_id: str,
         order_id: str,
         points: int,
+        cause: Envelope,
         *,
-        event_id: str,
         at: str,
         after_accrual: bool,
         on_condition_failed: OnConditionFailed,
@@ -157,7 +168,7 @@ class PointsStore(EntityStore):
         """Record the order's reversal of ``points`` (what its accrual recorded, ``after_accrual``; 0
         before the accrual arrived), once, conditional on the accrual being the one read."""
         names = {"#accruedAt": "accruedAt", "#reversedAt": "reversedAt"}
-        values: dict[str, Any] = {":p": points, ":at": at, ":e": event_id, ":o": order_id}
+        values = _recorded(cause, {":p": points, ":at": at, ":o": order_id})
         if after_accrual:
             condition = "attribute_exists(#accruedAt) AND accrued = :p AND attribute_not_exists(#reversedAt)"
         else:
@@ -166,7 +177,7 @@ class PointsStore(EntityStore):
         return update(
             self.table_name,
             order_entry_key(customer_id, order_id),
-            "SET orderId = :o, reversed = :p, #reversedAt = :at, reversalEventId = :e",
+            "SET orderId = :o, reversed = :p, #reversedAt = :at, reversalEventId = :e, seen = :seen",
             condition,
             names,
             values,

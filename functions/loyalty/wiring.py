@@ -22,7 +22,7 @@ class Wiring(AwsClients):
     def points(self) -> PointsStore:
         return PointsStore(
             points_table=self.settings.require("points_table"),
-            idempotency_table=self.settings.require("idempotency_table"),
+            idempotency_table=None,
             ddb_client=self.ddb,
         )
 

@@ -1,12 +1,15 @@
 """The consumers' domain: stock reservation and release (inventory) and paid orders.
 
-Every step follows the kernel's rules:
+Every step follows the kernel's rules (one write per step, ``relay.entity_events``):
 
-* a delivery whose processed-event marker exists, or whose effect is already in place (reservation
-  written, order already PAID by this payment), is acknowledged without effect;
-* the effect, the outbox row of the next event and the processed-event marker commit in ONE
-  ``TransactWriteItems`` (``relay.idempotency.commit_once``), conditional on the order's state and
-  version that were read -- a writer that lost a race re-reads (transient retry) and decides again;
+* a delivery the order records as processed (``seen``), or whose effect is already in place
+  (reservation written, order already PAID by this payment), is acknowledged without effect; the same
+  eventId with another payload is a ``PayloadConflict``;
+* a step that changes the order alone is ONE conditional UpdateItem, conditional on the state and
+  version that were read, recording the event it processed and the event it produces in the order;
+  moving stock is ONE transaction (the reservation item, the order, one write per SKU) in which the
+  reservation item is the step's record -- a writer that lost a race re-reads (transient retry) and
+  decides again;
 * business outcomes (not enough stock, a payment for an order that cannot take it) are committed and
   acknowledged, never retried forever nor parked as poison.
 """
@@ -23,7 +26,6 @@ from orders.orders import (
     CANCELLABLE,
     PAYABLE,
     RESERVABLE,
-    AlreadyApplied,
     Cancellation,
     IllegalTransition,
     Order,
@@ -31,6 +33,7 @@ from orders.orders import (
     Rejection,
     Status,
     TransitionPlan,
+    UnknownOrder,
     merge_lines,
     now_iso,
     plan_transition,
@@ -45,18 +48,15 @@ from orders.subscriptions import (
     PAYMENT_COMPLETED,
     PAYMENT_FAILED,
 )
+from relay import steps
 from relay.envelope import Envelope
-from relay.errors import ConcurrentWrite, InvalidInput, PermanentError
-from relay.idempotency import BusinessWrite, CommitResult
+from relay.errors import ConcurrentWrite, InvalidInput
+from relay.idempotency import BusinessWrite
 from relay.observability import logger, record_metric
 from relay.state_machine import explain_stale
 
 INSUFFICIENT_STOCK = "InsufficientStock"
 UNKNOWN_SKU = "UnknownSku"
-
-
-class UnknownOrder(PermanentError):
-    """The event names an order that does not exist."""
 
 
 @dataclass
@@ -85,29 +85,6 @@ class StockShortage(Exception):
 # -------------------------------------------------------------------------------------------------
 
 
-def _order_id(envelope: Envelope) -> str:
-    order_id = envelope.ids.get("orderId")
-    if not order_id:
-        raise InvalidInput(f"event {envelope.event_id} ({envelope.event_type}) has no ids.orderId")
-    return order_id
-
-
-def _skip(envelope: Envelope, order_id: str | None, why: str, *, duplicate: bool = True) -> None:
-    if duplicate:
-        record_metric("Duplicate", event_type=envelope.event_type)
-    logger().info("acknowledged without effect", extra={"reason": why, "order_id": order_id})
-
-
-def _load(orders: OrderStore, order_id: str, envelope: Envelope) -> Order:
-    order = orders.get_order(order_id)
-    if order is None:
-        raise UnknownOrder(
-            f"event {envelope.event_id} ({envelope.event_type}) names order {order_id}, which does not "
-            "exist. Parked."
-        )
-    return order
-
-
 def on_stale(
     plan: TransitionPlan, done: frozenset[Status]
 ) -> Callable[[Mapping[str, Any] | None], Exception]:
@@ -127,10 +104,6 @@ def _unchanged(order: Order) -> Callable[[dict[str, Any] | None], Exception]:
         )
 
     return explain
-
-
-def _already(what: str) -> Callable[[dict[str, Any] | None], Exception]:
-    return lambda _old: AlreadyApplied(what)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -176,19 +149,19 @@ def reserve_stock(
     """OrderCreated -> take every line from stock and mark the order RESERVED, in ONE transaction
     (marker, reservation record, order, one conditional decrement per SKU); or, when a SKU is short,
     REJECTED + OrderRejected (with the marker) instead."""
-    order_id = _order_id(envelope)
+    order_id = steps.required_id(envelope, "orderId")
     lines = lines_of(envelope)
-    if orders.already_processed(envelope):
-        _skip(envelope, order_id, "event already processed")
+    order = steps.load(orders.get_order, order_id, envelope, unknown=UnknownOrder)
+    if steps.duplicate(order.seen, envelope, order_id=order_id):
         return
-    if inventory.get_reservation(order_id) is not None:
-        _skip(envelope, order_id, "stock already reserved for the order")
+    if order.status is Status.RESERVED:
+        steps.acknowledge(envelope, "stock already reserved for the order", order_id=order_id)
         return
-    order = _load(orders, order_id, envelope)
     if order.status not in RESERVABLE:
-        # CANCELLED or REJECTED before the stock was taken: nothing to reserve. (RESERVED without a
-        # reservation record cannot happen: both are written by the same transaction.)
-        _skip(envelope, order_id, f"order is {order.status}; nothing to reserve", duplicate=False)
+        # CANCELLED or REJECTED before the stock was taken: nothing to reserve.
+        steps.acknowledge(
+            envelope, f"order is {order.status}; nothing to reserve", metric=None, order_id=order_id
+        )
         return
 
     at = now_iso(now)
@@ -200,30 +173,26 @@ def reserve_stock(
             lines,
             event_id=envelope.event_id,
             at=at,
-            on_condition_failed=_already(f"stock already reserved for order {order_id}"),
+            on_condition_failed=steps.already(f"stock already reserved for order {order_id}"),
         )
     ]
     if order.status is Status.CREATED:
         plan = plan_transition(order, Status.RESERVED, now=now)
-        writes.append(
-            orders.transition_write(plan, on_condition_failed=on_stale(plan, frozenset({Status.RESERVED})))
-        )
-    else:  # PAID before the reservation: the stock is taken, the order stays PAID
+        stale = on_stale(plan, frozenset({Status.RESERVED}))
+        writes.append(orders.transition_write(plan, on_condition_failed=stale, cause=envelope))
+    else:  # PAID before the reservation (its record says whether it was taken): the order stays PAID
         writes.append(orders.unchanged_write(order, on_condition_failed=_unchanged(order)))
     for line in lines:
         writes.append(inventory.take_write(line, on_condition_failed=_shortage(line)))
 
     try:
-        result = orders.commit_once(envelope, writes)
-    except AlreadyApplied as exc:
-        _skip(envelope, order_id, str(exc))
-        return
+        if not steps.commit(lambda: orders.apply(writes), envelope, order_id=order_id):
+            return
     except StockShortage as shortage:
         _reject(envelope, orders, order, shortage, now=now)
         return
-    if result is CommitResult.APPLIED:
-        record_metric("StockReserved", event_type=envelope.event_type)
-        logger().info("stock reserved", extra={"order_id": order_id, "skus": len(lines)})
+    record_metric("StockReserved", event_type=envelope.event_type)
+    logger().info("stock reserved", extra={"order_id": order_id, "skus": len(lines)})
 
 
 def _shortage(line: OrderLine) -> Callable[[dict[str, Any] | None], Exception]:
@@ -242,8 +211,9 @@ def _reject(
     *,
     now: datetime | None,
 ) -> None:
-    """Not enough stock is the order's OUTCOME: REJECTED + OrderRejected, committed with the marker,
-    acknowledged. Nothing was taken from stock (the reservation transaction was cancelled whole)."""
+    """Not enough stock is the order's OUTCOME: REJECTED + OrderRejected, in ONE write of the order
+    that records the event it processed, acknowledged. Nothing was taken from stock (the reservation
+    transaction was cancelled whole)."""
     rejection = Rejection(shortage.code, shortage.reason, shortage.sku)
     plan = plan_transition(order, Status.REJECTED, now=now, rejection=rejection)
     payload: dict[str, Any] = {
@@ -259,45 +229,40 @@ def _reject(
         # Paid before the stock ran out: whoever refunds needs the payment.
         payload["paymentOperationId"] = order.payment_operation_id
     rejected = order_event(ORDER_REJECTED, order, "rejected", payload=payload, causation_id=envelope.event_id)
-    stale = on_stale(plan, frozenset({Status.REJECTED}))
-    try:
-        result = orders.commit_once(
-            envelope,
-            [
-                orders.transition_write(plan, on_condition_failed=stale),
-                orders.outbox_write(order.order_id, rejected),
-            ],
-        )
-    except AlreadyApplied as exc:
-        _skip(envelope, order.order_id, str(exc))
+    write = orders.transition_write(
+        plan,
+        on_condition_failed=on_stale(plan, frozenset({Status.REJECTED})),
+        cause=envelope,
+        events=(rejected,),
+    )
+    if not steps.commit(lambda: orders.apply_one(write), envelope, order_id=order.order_id):
         return
-    if result is CommitResult.APPLIED:
-        record_metric("OrderRejected", event_type=envelope.event_type)
-        if order.status is Status.PAID:
-            record_metric("PaidOrderRejected", event_type=envelope.event_type)
-        logger().warning(
-            "order rejected for stock",
-            extra={"order_id": order.order_id, "sku": shortage.sku, "code": shortage.code},
-        )
+    record_metric("OrderRejected", event_type=envelope.event_type)
+    if order.status is Status.PAID:
+        record_metric("PaidOrderRejected", event_type=envelope.event_type)
+    logger().warning(
+        "order rejected for stock",
+        extra={"order_id": order.order_id, "sku": shortage.sku, "code": shortage.code},
+    )
 
 
 def release_stock(
     envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime | None = None
 ) -> None:
-    """OrderCancelled -> give back exactly what the reservation took, once (marker, reservation
-    RESERVED -> RELEASED, one increment per SKU, and a check that the order IS cancelled)."""
-    order_id = _order_id(envelope)
-    if orders.already_processed(envelope):
-        _skip(envelope, order_id, "event already processed")
-        return
+    """OrderCancelled -> give back exactly what the reservation took, once: ONE transaction of the
+    reservation RESERVED -> RELEASED (the step's record), one increment per SKU, and a check that the
+    order IS cancelled."""
+    order_id = steps.required_id(envelope, "orderId")
     reservation = inventory.get_reservation(order_id)
     if reservation is None:
         # Cancelled before inventory reserved anything; the reservation can no longer happen either
         # (it is conditional on the order's state, which is now CANCELLED for good).
-        _skip(envelope, order_id, "nothing was reserved; nothing to release", duplicate=False)
+        steps.acknowledge(
+            envelope, "nothing was reserved; nothing to release", metric=None, order_id=order_id
+        )
         return
     if reservation.status is ReservationStatus.RELEASED:
-        _skip(envelope, order_id, "reservation already released")
+        steps.acknowledge(envelope, "reservation already released", order_id=order_id)
         return
 
     def not_cancelled(old: dict[str, Any] | None) -> Exception:
@@ -312,19 +277,15 @@ def release_stock(
             order_id,
             event_id=envelope.event_id,
             at=now_iso(now),
-            on_condition_failed=_already(f"reservation of order {order_id} already released"),
+            on_condition_failed=steps.already(f"reservation of order {order_id} already released"),
         ),
         orders.status_is_write(order_id, Status.CANCELLED, on_condition_failed=not_cancelled),
     ]
     writes.extend(inventory.give_back_write(line) for line in reservation.items)
-    try:
-        result = orders.commit_once(envelope, writes)
-    except AlreadyApplied as exc:
-        _skip(envelope, order_id, str(exc))
+    if not steps.commit(lambda: orders.apply(writes), envelope, order_id=order_id):
         return
-    if result is CommitResult.APPLIED:
-        record_metric("StockReleased", event_type=envelope.event_type)
-        logger().info("stock released", extra={"order_id": order_id, "skus": len(reservation.items)})
+    record_metric("StockReleased", event_type=envelope.event_type)
+    logger().info("stock released", extra={"order_id": order_id, "skus": len(reservation.items)})
 
 
 # -------------------------------------------------------------------------------------------------
@@ -335,44 +296,32 @@ def release_stock(
 def _commit_transition(
     envelope: Envelope, orders: OrderStore, plan: TransitionPlan, event: Envelope, *, done: frozenset[Status]
 ) -> bool:
-    """The transition, the next event's outbox row and the marker in ONE transaction; True when this
-    delivery applied it (False: a duplicate, or the order is already where ``done`` says)."""
-    try:
-        result = orders.commit_once(
-            envelope,
-            [
-                orders.transition_write(plan, on_condition_failed=on_stale(plan, done)),
-                orders.outbox_write(plan.entity_id, event),
-            ],
-        )
-    except AlreadyApplied as exc:
-        _skip(envelope, plan.entity_id, str(exc))
-        return False
-    return result is CommitResult.APPLIED
+    """The transition, recording ``envelope`` as processed and ``event`` as produced, in ONE write of
+    the order; True when this delivery applied it (False: the order is already where ``done`` says)."""
+    write = orders.transition_write(
+        plan, on_condition_failed=on_stale(plan, done), cause=envelope, events=(event,)
+    )
+    return steps.commit(lambda: orders.apply_one(write), envelope, order_id=plan.entity_id)
 
 
 def _order_payment(
     envelope: Envelope, orders: OrderStore, handled: tuple[str, ...], *, consumer: str
 ) -> tuple[str, str] | None:
     """``(orderId, operationId)`` of a payment outcome from payments, or None when there is nothing to
-    do: a payment without an order (not an order payment) or a redelivery."""
-    if envelope.event_type not in handled:
-        raise InvalidInput(
-            f"event {envelope.event_id} has eventType {envelope.event_type}; {consumer} handles "
-            f"{' and '.join(handled)}. Check the subscription's filter policy."
-        )
+    do: a payment without an order (not an order payment)."""
+    operation_id = steps.expect(
+        envelope,
+        *handled,
+        entity_id="operationId",
+        consumer=consumer,
+        routed_by="subscription's filter policy",
+    )
     order_id = envelope.ids.get("orderId")
     if not order_id:
         logger().info(
             f"{envelope.event_type} without an orderId; not an order payment, ignored",
-            extra={"operation_id": envelope.ids.get("operationId")},
+            extra={"operation_id": operation_id},
         )
-        return None
-    operation_id = envelope.ids.get("operationId")
-    if not operation_id:
-        raise InvalidInput(f"event {envelope.event_id} ({envelope.event_type}) has no ids.operationId")
-    if orders.already_processed(envelope):
-        _skip(envelope, order_id, "event already processed")
         return None
     return order_id, operation_id
 
@@ -394,8 +343,10 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = 
     if order is None:
         _orphan(envelope, orders, order_id, operation_id, None, f"order {order_id} does not exist", now=now)
         return
+    if steps.duplicate(order.seen, envelope, order_id=order_id):
+        return
     if order.payment_operation_id == operation_id:
-        _skip(envelope, order_id, f"order already paid by operation {operation_id}")
+        steps.acknowledge(envelope, f"order already paid by operation {operation_id}", order_id=order_id)
         return
     if order.status not in PAYABLE:
         reason = (
@@ -443,19 +394,16 @@ def _orphan(
         order_status=order_status,
         event_id=envelope.event_id,
         at=now_iso(now),
-        on_condition_failed=_already(f"orphan payment {operation_id} already recorded"),
+        on_condition_failed=steps.already(f"orphan payment {operation_id} already recorded"),
     )
-    try:
-        result = orders.commit_once(envelope, [write])
-    except AlreadyApplied as exc:
-        _skip(envelope, order_id, str(exc))
+    # The orphan item, written only if absent, is the step's record.
+    if not steps.commit(lambda: orders.apply_one(write), envelope, order_id=order_id):
         return
-    if result is CommitResult.APPLIED:
-        record_metric("OrphanPayment", event_type=envelope.event_type)
-        logger().warning(
-            "orphan payment recorded",
-            extra={"order_id": order_id, "operation_id": operation_id, "reason": reason},
-        )
+    record_metric("OrphanPayment", event_type=envelope.event_type)
+    logger().warning(
+        "orphan payment recorded",
+        extra={"order_id": order_id, "operation_id": operation_id, "reason": reason},
+    )
 
 
 # -------------------------------------------------------------------------------------------------
@@ -483,9 +431,11 @@ def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime | Non
     code, happened = _UNPAID[envelope.event_type]
     order_id, operation_id = ids
     order = orders.get_order(order_id)
+    if order is not None and steps.duplicate(order.seen, envelope, order_id=order_id):
+        return
     if order is None or order.status not in CANCELLABLE:
         status = order.status if order is not None else "unknown"
-        _skip(envelope, order_id, f"order is {status}; nothing to release", duplicate=False)
+        steps.acknowledge(envelope, f"order is {status}; nothing to release", metric=None, order_id=order_id)
         return
 
     payload = envelope.payload or {}

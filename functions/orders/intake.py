@@ -1,12 +1,14 @@
 """The HTTP side: place an order (201), describe it, cancel it.
 
-Placing is ONE DynamoDB transaction: the CREATED order, its ``OrderCreated`` outbox row and -- with
-an Idempotency-Key -- the key binding. Nothing is published from here: the outbox row reaches SNS via
-the table stream, so a crash after the commit cannot lose the event and a crash before it stores
-nothing.
+Placing is ONE conditional PutItem: the CREATED order with its ``OrderCreated`` inside it
+(``relay.entity_events``) and its request's sha256. Nothing is published from here: the event reaches
+SNS via the table stream, so a crash after the write cannot lose it and a crash before it stores
+nothing. With an Idempotency-Key the orderId derives from the caller and the key, so the item itself
+refuses a second order and the failed condition's ALL_OLD answers the retry: the same body gets the
+same order (200), another body a 422. Without a key the id is random.
 
-Cancelling is ONE conditional transaction too: CANCELLED (only from CREATED or RESERVED, and only
-from the version that was read) plus the ``OrderCancelled`` outbox row. A concurrent consumer that
+Cancelling is ONE conditional UpdateItem too: CANCELLED (only from CREATED or RESERVED, and only
+from the version that was read) with ``OrderCancelled`` inside the order. A concurrent consumer that
 moved the order on in between (RESERVED, PAID) makes the condition fail; the cancel then re-reads
 and decides again, so "cancel" never overwrites "paid".
 """
@@ -14,7 +16,6 @@ and decides again, so "cancel" never overwrites "paid".
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,11 +38,11 @@ from orders.orders import (
     now_iso,
     plan_transition,
 )
-from orders.store import OrderStore, status_of
+from orders.store import OrderStore, order_from_item, order_key, status_of
 from orders.subscriptions import ORDER_CANCELLED, ORDER_CREATED
 from relay.envelope import Envelope, new_envelope
 from relay.errors import ConcurrentWrite
-from relay.request_keys import Binding, IdempotencyKeyMismatch, RequestKeyRecord, request_sha256
+from relay.request_keys import EntityExists, IdempotencyKeyMismatch, request_sha256
 
 __all__ = ["IdempotencyKeyMismatch"]
 
@@ -112,48 +113,48 @@ def place_order(
     idempotency_key: str | None,
     correlation_id: str,
     store: OrderStore,
-    key_ttl_days: int,
+    caller: str = "anonymous",
+    legacy_request_keys: bool = False,
     now: datetime | None = None,
 ) -> Placed:
-
-    def create(bind: Binding) -> Placed:
-        moment = now or datetime.now(UTC)
-        at = now_iso(moment)
-        order = Order(
-            order_id=str(uuid.uuid4()),
-            customer_id=request.customer_id,
-            currency=request.currency,
-            items=tuple(OrderLine(item.sku, item.quantity) for item in request.items),
-            status=Status.CREATED,
-            version=1,
-            correlation_id=correlation_id,
-            created_at=at,
-            updated_at=at,
-            history=(HistoryEntry(str(Status.CREATED), at),),
-        )
-        created = order_event(
-            ORDER_CREATED,
-            order,
-            "created",
-            payload={"currency": order.currency, "items": items_payload(order)},
-            occurred_at=moment,
-        )
-        store.create_order(order, created, bind=bind)
-        return Placed(order, replayed=False)
-
-    def replay(record: RequestKeyRecord) -> Placed:
-        order = store.get_order(record.entity_id)
-        if order is None:  # bound but not created: impossible (one transaction) unless deleted by hand
-            raise OrderNotFound(record.entity_id)
-        return Placed(order, replayed=True)
-
-    return store.request_keys.accept_once(
-        idempotency_key,
-        request_sha256(request.to_document()),
-        ttl_days=key_ttl_days,
-        create=create,
-        replay=replay,
+    sha256 = request_sha256(request.to_document())
+    if idempotency_key is not None and legacy_request_keys:
+        bound = store.request_keys.replayed(idempotency_key, sha256)
+        if bound is not None:
+            found = store.get_order(bound.entity_id)
+            if found is None:  # bound but not created: impossible (one transaction) unless deleted by hand
+                raise OrderNotFound(bound.entity_id)
+            return Placed(found, replayed=True)
+    order_id = store.new_id(caller, idempotency_key)
+    moment = now or datetime.now(UTC)
+    at = now_iso(moment)
+    order = Order(
+        order_id=order_id,
+        customer_id=request.customer_id,
+        currency=request.currency,
+        items=tuple(OrderLine(item.sku, item.quantity) for item in request.items),
+        status=Status.CREATED,
+        version=1,
+        correlation_id=correlation_id,
+        created_at=at,
+        updated_at=at,
+        history=(HistoryEntry(str(Status.CREATED), at),),
     )
+    created = order_event(
+        ORDER_CREATED,
+        order,
+        "created",
+        payload={"currency": order.currency, "items": items_payload(order)},
+        occurred_at=moment,
+    )
+    try:
+        store.create_order(order, created, request_sha256=sha256)
+    except EntityExists as exists:
+        stored = store.existing(
+            exists, order_key(order_id), sha256=sha256, idempotency_key=idempotency_key, entity_id=order_id
+        )
+        return Placed(order_from_item(stored), replayed=True)
+    return Placed(order, replayed=False)
 
 
 def cancel_order(store: OrderStore, order_id: str, *, now: datetime | None = None) -> Cancelled:
@@ -176,11 +177,8 @@ def cancel_order(store: OrderStore, order_id: str, *, now: datetime | None = Non
             occurred_at=now,
         )
         try:
-            store.apply(
-                [
-                    store.transition_write(plan, on_condition_failed=_changed(order)),
-                    store.outbox_write(order_id, event),
-                ]
+            store.apply_one(
+                store.transition_write(plan, on_condition_failed=_changed(order), events=(event,))
             )
         except _Changed:
             continue  # moved on concurrently (e.g. RESERVED or PAID): read again and decide again

@@ -13,18 +13,19 @@ kernel's (``relay.state_machine``): the API, inventory and paid-orders consumers
 concurrently, and a writer that lost the race fails instead of overwriting -- it then re-reads and
 decides again.
 
-Orders never expire (no ``expiresAt``): they are business records. Only published outbox rows and
-idempotency records are cleaned up by TTL.
+Orders never expire (no ``expiresAt``): they are business records. Only published outbox rows (of
+the layout before) and idempotency records are cleaned up by TTL.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from relay.state_machine import AlreadyApplied, IllegalTransition, StateMachine, Transition, now_iso
+from relay.steps import UnknownEntity
 
 __all__ = ["AlreadyApplied", "IllegalTransition", "now_iso"]
 
@@ -56,6 +57,14 @@ RESERVABLE = frozenset({Status.CREATED, Status.PAID})
 
 
 MACHINE = StateMachine("order", ALLOWED)
+
+
+class UnknownOrder(UnknownEntity):
+    """An event names an order that does not exist."""
+
+    ENTITY = "order"
+
+
 TransitionPlan = Transition[Status]
 
 
@@ -118,6 +127,8 @@ class Order:
     cancellation: Cancellation | None = None
     payment_operation_id: str | None = None
     shipment: Shipment | None = None
+    # The last event a step processed -> its payload hash (``relay.entity_events``).
+    seen: dict[str, str] = field(default_factory=dict)
 
     def ids(self) -> dict[str, str]:
         return {"orderId": self.order_id}

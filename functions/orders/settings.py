@@ -27,8 +27,9 @@ class Settings(OutboxSettings):
     event_bus_name: str | None = None
     # The external shipping API (its base URL comes from the stage config).
     shipping_api_url: str | None = None
-    # How long a client's Idempotency-Key stays bound to the order it created.
-    request_key_ttl_days: int = Field(7, gt=0)
+    # A stage upgraded from the layout with request-key items: the API looks a key up there first, so a
+    # retry of an order placed before the upgrade is answered, not placed twice.
+    legacy_request_keys: bool = False
 
     @field_validator("notify_webhook_url")
     @classmethod
@@ -43,14 +44,12 @@ class Settings(OutboxSettings):
 
 # What each function needs (the stack sets exactly these; the function checks them at cold start).
 API = FunctionEnvironment(
-    Settings, "api", required=("orders_table", "idempotency_table"), optional=("request_key_ttl_days",)
+    Settings, "api", required=("orders_table", "idempotency_table"), optional=("legacy_request_keys",)
 )
 OUTBOX_PUBLISHER = FunctionEnvironment(
     Settings, "outbox-publisher", required=("orders_table", "events_topic_arn", "event_bus_name")
 )
-INVENTORY = FunctionEnvironment(
-    Settings, "inventory", required=("orders_table", "inventory_table", "idempotency_table")
-)
+INVENTORY = FunctionEnvironment(Settings, "inventory", required=("orders_table", "inventory_table"))
 NOTIFIER = FunctionEnvironment(
     Settings,
     "notifier",
@@ -58,13 +57,11 @@ NOTIFIER = FunctionEnvironment(
     optional=("http_timeout_seconds",),
 )
 ANALYTICS = FunctionEnvironment(Settings, "analytics", required=("analytics_bucket",))
-FAILED_PAYMENTS = FunctionEnvironment(
-    Settings, "failed-payments", required=("orders_table", "idempotency_table")
-)
-PAID_ORDERS = FunctionEnvironment(Settings, "paid-orders", required=("orders_table", "idempotency_table"))
+FAILED_PAYMENTS = FunctionEnvironment(Settings, "failed-payments", required=("orders_table",))
+PAID_ORDERS = FunctionEnvironment(Settings, "paid-orders", required=("orders_table",))
 SHIPPING = FunctionEnvironment(
     Settings,
     "shipping",
-    required=("orders_table", "inventory_table", "idempotency_table", "shipping_api_url"),
+    required=("orders_table", "inventory_table", "shipping_api_url"),
     optional=("http_timeout_seconds",),
 )

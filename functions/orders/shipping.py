@@ -5,8 +5,8 @@ queue feeds this consumer, which follows the kernel's rules:
 
 * ``Idempotency-Key: {orderId}:shipment`` -- a redelivery, a crash after the call and a concurrent
   duplicate all ask the API again with the SAME key, and the API answers with the shipment it made;
-* the shipment is recorded on the order once (a conditional write with the processed-event marker,
-  ``relay.idempotency.commit_once``); a delivery that finds it recorded is acknowledged without effect;
+* the shipment is recorded on the order once, with the event as processed (ONE conditional write,
+  ``relay.entity_events``); a delivery that finds it recorded is acknowledged without effect;
 * only a PAID order whose stock is reserved ships. An order paid before its reservation waits (a
   transient error: the message comes back after its backoff) until inventory reserves the stock or
   rejects the order; a REJECTED or CANCELLED order is never shipped (acknowledged, counted);
@@ -21,13 +21,13 @@ from datetime import datetime
 from typing import Any
 
 from orders.intake import items_payload
-from orders.orders import AlreadyApplied, Order, Shipment, Status, now_iso
+from orders.orders import AlreadyApplied, Order, Shipment, Status, UnknownOrder, now_iso
 from orders.store import InventoryStore, OrderStore, ReservationStatus
 from orders.subscriptions import ORDER_PAID
+from relay import steps
 from relay.envelope import Envelope
-from relay.errors import DependencyUnavailable, InvalidInput, PermanentError
+from relay.errors import DependencyUnavailable
 from relay.http import KeyedApi
-from relay.idempotency import CommitResult
 from relay.observability import logger, record_metric
 
 WHAT = "shipping API"
@@ -37,10 +37,6 @@ REFUSED = "REFUSED"
 
 def shipment_key(order_id: str) -> str:
     return f"{order_id}:shipment"
-
-
-class UnknownOrder(PermanentError):
-    """OrderPaid names an order that does not exist."""
 
 
 @dataclass(frozen=True)
@@ -71,11 +67,6 @@ class ShippingApiClient(KeyedApi):
         return ShipmentAnswer(shipment_id)
 
 
-def _skip(order_id: str, why: str, *, metric: str = "Duplicate", event_type: str = ORDER_PAID) -> None:
-    record_metric(metric, event_type=event_type)
-    logger().info("acknowledged without effect", extra={"reason": why, "order_id": order_id})
-
-
 def ship_paid_order(
     envelope: Envelope,
     orders: OrderStore,
@@ -85,28 +76,19 @@ def ship_paid_order(
     now: datetime | None = None,
 ) -> None:
     """OrderPaid -> the order's shipment, requested and recorded exactly once."""
-    if envelope.event_type != ORDER_PAID:
-        raise InvalidInput(
-            f"event {envelope.event_id} has eventType {envelope.event_type}; shipping handles {ORDER_PAID}. "
-            "Check the bus rule's event pattern."
-        )
-    order_id = envelope.ids.get("orderId")
-    if not order_id:
-        raise InvalidInput(f"event {envelope.event_id} ({envelope.event_type}) has no ids.orderId")
-    if orders.already_processed(envelope):
-        _skip(order_id, "event already processed")
+    order_id = steps.expect(
+        envelope, ORDER_PAID, entity_id="orderId", consumer="shipping", routed_by="bus rule's event pattern"
+    )
+    order = steps.load(orders.get_order, order_id, envelope, unknown=UnknownOrder)
+    if steps.duplicate(order.seen, envelope, order_id=order_id):
         return
-    order = orders.get_order(order_id)
-    if order is None:
-        raise UnknownOrder(
-            f"event {envelope.event_id} (OrderPaid) names order {order_id}, which does not exist. Parked."
-        )
     if order.shipment is not None:
-        _skip(order_id, f"shipment already recorded ({order.shipment.status})")
+        steps.acknowledge(envelope, f"shipment already recorded ({order.shipment.status})", order_id=order_id)
         return
     if order.status is not Status.PAID:
         # Paid, then rejected for want of stock (the payment is refunded): nothing to ship.
-        _skip(order_id, f"order is {order.status}; nothing to ship", metric="ShipmentSkipped")
+        why = f"order is {order.status}; nothing to ship"
+        steps.acknowledge(envelope, why, metric="ShipmentSkipped", order_id=order_id)
         return
     reservation = inventory.get_reservation(order_id)
     if reservation is None or reservation.status is not ReservationStatus.RESERVED:
@@ -131,14 +113,8 @@ def ship_paid_order(
             f"order {order_id} is {status or 'gone'}, not PAID, since it was read; retrying"
         )
 
-    try:
-        result = orders.commit_once(
-            envelope, [orders.shipment_write(order_id, shipment, on_condition_failed=explain)]
-        )
-    except AlreadyApplied as exc:
-        _skip(order_id, str(exc))
-        return
-    if result is not CommitResult.APPLIED:
+    write = orders.shipment_write(order_id, shipment, envelope, on_condition_failed=explain)
+    if not steps.commit(lambda: orders.apply_one(write), envelope, order_id=order_id):
         return
     if answer.refused is not None:
         record_metric("ShipmentRefused", event_type=envelope.event_type)

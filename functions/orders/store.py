@@ -2,9 +2,12 @@
 
 Orders table (``ORDERS_TABLE``; pk/sk, stream NEW_AND_OLD_IMAGES, TTL ``expiresAt``):
 
-* the order:          ``pk = ORDER#<orderId>, sk = ORDER`` (kind ``order``)
-* its outbox rows:    ``pk = ORDER#<orderId>, sk = OUTBOX#<eventType>#<eventId>`` (kind ``outbox``,
-  written by ``relay.outbox.outbox_write``; the stream publisher picks them up)
+* the order:          ``pk = ORDER#<orderId>, sk = ORDER`` (kind ``order``). It is its own
+  processed-event marker and outbox (``relay.entity_events``): ``seen`` (the last event a step
+  processed -> its payload hash) and ``ev`` (the events the last write produced, which the stream
+  publisher publishes from the NEW image), and it records its request's ``requestSha256``;
+* outbox rows of the layout before: ``pk = ORDER#<orderId>, sk = OUTBOX#<eventType>#<eventId>``
+  (kind ``outbox``; no longer written, the stream published them when they were);
 * an orphan payment:  ``pk = ORDER#<orderId>, sk = PAYMENT#<operationId>`` (kind ``orphan-payment``,
   status ``ORPHANED``, reason) -- a completed payment that could not be applied to its order.
 
@@ -19,15 +22,16 @@ Inventory table (``INVENTORY_TABLE``; pk/sk):
 * reservation:  ``pk = ORDER#<orderId>, sk = RESERVATION`` -- what was taken from stock for the
   order (``items``) and whether it was given back (``status`` RESERVED | RELEASED)
 
-Idempotency table (``IDEMPOTENCY_TABLE``; pk ``id``, TTL ``expiresAt``), shared with the kernel's
-processed-event markers and Powertools idempotency records:
-
-* a client Idempotency-Key: ``id = request-key#<key>`` -> orderId and the request's sha256.
+Every step is ONE write of the order (a transition, or the shipment), or -- where stock moves -- ONE
+transaction in which the reservation item is the step's record: no separate marker is written. The
+idempotency table holds the Powertools records of the notifier and, on a stage upgraded from the
+layout before, client Idempotency-Keys bound then (``id = request-key#<key>``, read until their TTL).
 """
 
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,6 +46,7 @@ from orders.orders import (
     Status,
     TransitionPlan,
 )
+from relay import entity_events
 from relay.entity_store import EntityStore
 from relay.envelope import Envelope
 from relay.expressions import Condition, Update
@@ -51,9 +56,8 @@ from relay.idempotency import (
     deserialize_item,
     put,
     serialize_item,
-    update,
 )
-from relay.request_keys import Binding
+from relay.request_keys import EntityExists
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -75,10 +79,6 @@ class ReservationStatus(enum.StrEnum):
 
 def order_key(order_id: str) -> dict[str, str]:
     return {"pk": f"ORDER#{order_id}", "sk": ORDER_SK}
-
-
-def outbox_key(order_id: str, envelope: Envelope) -> dict[str, str]:
-    return {"pk": f"ORDER#{order_id}", "sk": f"OUTBOX#{envelope.event_type}#{envelope.event_id}"}
 
 
 def orphan_payment_key(order_id: str, operation_id: str) -> dict[str, str]:
@@ -139,6 +139,7 @@ def order_from_item(item: Mapping[str, Any]) -> Order:
         else None,
         payment_operation_id=str(item["paymentOperationId"]) if item.get("paymentOperationId") else None,
         shipment=_shipment(item.get("shipment")),
+        seen=dict(item.get(entity_events.SEEN_ATTRIBUTE) or {}),
     )
 
 
@@ -177,13 +178,16 @@ _ATTRIBUTES = {
 
 
 class OrderStore(EntityStore):
-    """Orders, their outbox rows and orphan payments; client Idempotency-Keys; event markers."""
+    """Orders (each its own marker and outbox) and orphan payments; legacy client Idempotency-Keys."""
 
     ENTITY = "order"
     ID_ATTRIBUTE = "orderId"
     NEW_ONE = "a new order"
+    ID_NAMESPACE = uuid.UUID("5d1f3c2a-8e47-4b6a-a1d9-7c0e4f2b9a63")
 
-    def __init__(self, *, orders_table: str, idempotency_table: str, ddb_client: DynamoDBClient) -> None:
+    def __init__(
+        self, *, orders_table: str, idempotency_table: str | None, ddb_client: DynamoDBClient
+    ) -> None:
         super().__init__(table_name=orders_table, idempotency_table=idempotency_table, ddb_client=ddb_client)
 
     # reads ---------------------------------------------------------------------------------------
@@ -194,9 +198,10 @@ class OrderStore(EntityStore):
 
     # writes --------------------------------------------------------------------------------------
 
-    def create_order(self, order: Order, event: Envelope, *, bind: Binding) -> None:
-        """ONE transaction: the CREATED order, its ``OrderCreated`` outbox row and, with a client
-        Idempotency-Key, the key binding (``relay.request_keys``)."""
+    def create_order(self, order: Order, event: Envelope, *, request_sha256: str) -> None:
+        """ONE conditional PutItem: the CREATED order with its ``OrderCreated`` inside it (published from
+        the stream) and its request's sha256. Raises ``EntityExists`` with the stored order when the id
+        is taken."""
         item = {
             **order_key(order.order_id),
             "kind": ORDER_KIND,
@@ -210,22 +215,25 @@ class OrderStore(EntityStore):
             "createdAt": order.created_at,
             "updatedAt": order.updated_at,
             "history": [h.entry() for h in order.history],
+            "requestSha256": request_sha256,
+            entity_events.EVENTS_ATTRIBUTE: [entity_events.compact(event)],
+            entity_events.SEEN_ATTRIBUTE: {},
         }
-        self.apply(
-            [
-                put(self.table_name, item, "attribute_not_exists(pk)"),
-                self.outbox_write(order.order_id, event),
-                *bind(order.order_id),
-            ]
+        self.apply_one(
+            put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=EntityExists)
         )
 
-    def outbox_write(self, order_id: str, event: Envelope) -> BusinessWrite:
-        return self.outbox_row(event, outbox_key(order_id, event))
-
     def transition_write(
-        self, plan: TransitionPlan, *, on_condition_failed: OnConditionFailed
+        self,
+        plan: TransitionPlan,
+        *,
+        on_condition_failed: OnConditionFailed,
+        cause: Envelope | None = None,
+        events: Sequence[Envelope] = (),
     ) -> BusinessWrite:
-        """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``)."""
+        """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``) and
+        records in the order the ``cause`` it processed and the ``events`` it produces
+        (``relay.entity_events.record``)."""
         return transition_write(
             self.table_name,
             order_key(plan.entity_id),
@@ -235,6 +243,7 @@ class OrderStore(EntityStore):
                 _ATTRIBUTES[name]: _to_attribute(value) for name, value in plan.set_attributes.items()
             },
             on_condition_failed=on_condition_failed,
+            record=lambda change: entity_events.record(change, cause, events),
         )
 
     def unchanged_write(self, order: Order, *, on_condition_failed: OnConditionFailed) -> BusinessWrite:
@@ -256,22 +265,20 @@ class OrderStore(EntityStore):
         )
 
     def shipment_write(
-        self, order_id: str, shipment: Shipment, *, on_condition_failed: OnConditionFailed
+        self, order_id: str, shipment: Shipment, cause: Envelope, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
-        """Record the order's shipment once: only on a PAID order that has none yet."""
+        """Record the order's shipment once, and ``cause`` as processed: only on a PAID order that has
+        none yet."""
         record: dict[str, Any] = {"status": shipment.status, "at": shipment.at, "eventId": shipment.event_id}
         if shipment.shipment_id:
             record["shipmentId"] = shipment.shipment_id
         if shipment.reason:
             record["reason"] = shipment.reason
-        return update(
-            self.table_name,
-            order_key(order_id),
-            "SET #shipment = :shipment",
-            "attribute_exists(pk) AND #status = :paid AND attribute_not_exists(#shipment)",
-            {"#shipment": "shipment", "#status": "status"},
-            {":shipment": record, ":paid": str(Status.PAID)},
-            on_condition_failed=on_condition_failed,
+        change = Update().set("shipment", record)
+        condition = Condition().exists("pk").equals(status=str(Status.PAID)).not_exists("shipment")
+        entity_events.record_cause(change, condition, cause)
+        return change.write(
+            self.table_name, order_key(order_id), condition=condition, on_condition_failed=on_condition_failed
         )
 
     def orphan_payment_write(

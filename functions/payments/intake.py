@@ -14,27 +14,22 @@ their TTL) are looked up first only while the stage says some may still exist.
 
 from __future__ import annotations
 
-import json
-import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from payments.models import ErrorInfo, OperationView, PaymentRequest, ResultRefs, StepView
 from payments.operations import Operation, Status, Step, now_iso
-from payments.store import OperationExists, OperationStore, operation_key
+from payments.store import OperationStore, operation_key
 from payments.subscriptions import PAYMENT_REQUESTED
 from relay.claim_check import DEFAULT_THRESHOLD_BYTES, keep_json
 from relay.envelope import ClaimCheckRef, new_envelope
-from relay.request_keys import IdempotencyKeyMismatch, RequestKeyRecord, request_sha256
+from relay.request_keys import EntityExists, IdempotencyKeyMismatch, request_sha256
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 __all__ = ["IdempotencyKeyMismatch"]
-
-# uuid5 namespace of operation ids derived from (caller, Idempotency-Key).
-_OPERATION_ID_NAMESPACE = uuid.UUID("0b6c1f0e-51a3-4c43-9c5e-5f0f2b7c1a11")
 
 
 @dataclass(frozen=True)
@@ -42,12 +37,6 @@ class Accepted:
     operation_id: str
     status: str
     replayed: bool
-
-
-def derived_operation_id(caller: str, idempotency_key: str) -> str:
-    """The operation a caller's Idempotency-Key names: the same pair always gives the same id, and two
-    callers who happen to choose the same key never share an operation."""
-    return str(uuid.uuid5(_OPERATION_ID_NAMESPACE, json.dumps([caller, idempotency_key])))
 
 
 def request_path(operation_id: str, sha256: str) -> str:
@@ -72,16 +61,13 @@ def accept_payment(
     document = request.to_document()
     # The same canonical text a claim check would store, so this is also its sha256.
     sha256 = request_sha256(document)
-    if idempotency_key is None:
-        operation_id = str(uuid.uuid4())
-    else:
-        if legacy_request_keys:
-            bound = store.request_keys.replayed(idempotency_key, sha256)
-            if bound is not None:
-                found = store.get_operation(bound.entity_id)
-                status = str(found.status) if found is not None else str(Status.PENDING)
-                return Accepted(bound.entity_id, status, replayed=True)
-        operation_id = derived_operation_id(caller, idempotency_key)
+    if idempotency_key is not None and legacy_request_keys:
+        bound = store.request_keys.replayed(idempotency_key, sha256)
+        if bound is not None:
+            found = store.get_operation(bound.entity_id)
+            status = str(found.status) if found is not None else str(Status.PENDING)
+            return Accepted(bound.entity_id, status, replayed=True)
+    operation_id = store.new_id(caller, idempotency_key)
     kept = keep_json(
         document,
         threshold_bytes=claim_check_threshold_bytes,
@@ -115,19 +101,11 @@ def accept_payment(
     )
     try:
         store.create_operation(operation, event, deadline=moment + timedelta(seconds=deadline_seconds))
-    except OperationExists as exists:
-        # The failed condition's ALL_OLD is the operation as stored; read it only if DynamoDB left it out.
-        stored = exists.item or store.read(operation_key(operation_id)) or {}
-        stored_sha256 = str(stored.get("requestSha256") or (stored.get("requestRef") or {}).get("sha256"))
-        # The same request's own write (its reply lost, the SDK retried it) or a client's retry with the
-        # same key and body: the same operation. Another body under the key: refused.
-        if stored_sha256 != sha256:
-            raise IdempotencyKeyMismatch(
-                RequestKeyRecord(idempotency_key or "", operation_id, stored_sha256),
-                entity=store.ENTITY,
-                received_sha256=sha256,
-                retry_hint=store.NEW_ONE,
-            ) from None
+    except EntityExists as exists:
+        key = operation_key(operation_id)
+        stored = store.existing(
+            exists, key, sha256=sha256, idempotency_key=idempotency_key, entity_id=operation_id
+        )
         return Accepted(operation_id, str(stored.get("status") or Status.PENDING), replayed=True)
     return Accepted(operation_id, str(Status.PENDING), replayed=False)
 

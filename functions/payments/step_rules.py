@@ -50,14 +50,12 @@ from payments.subscriptions import (
     PAYMENT_UNRESOLVED,
     POST_PROCESSING_REDRIVE_DUE,
 )
-from relay import entity_events
+from relay import entity_events, steps
 from relay.claim_check import Kept
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
 from relay.errors import (
     ConcurrentWrite,
-    InvalidInput,
     PayloadConflict,
-    PermanentError,
     TransientError,
 )
 from relay.idempotency import BusinessWrite, CommitResult
@@ -155,35 +153,15 @@ class StepDeps(LifecycleDeps, Protocol):
     def invoices(self) -> InvoiceApiClient: ...
 
 
-class UnknownOperation(PermanentError):
+class UnknownOperation(steps.UnknownEntity):
     """The event names an operation that does not exist (never created, or expired by TTL)."""
+
+    ENTITY = "operation"
 
 
 # -------------------------------------------------------------------------------------------------
 # shared rules
 # -------------------------------------------------------------------------------------------------
-
-
-def _expect(envelope: Envelope, *event_types: str) -> str:
-    if envelope.event_type not in event_types:
-        raise InvalidInput(
-            f"event {envelope.event_id} has eventType {envelope.event_type}; this consumer handles "
-            f"{', '.join(event_types)}. Check the subscription's filter policy."
-        )
-    operation_id = envelope.ids.get("operationId")
-    if not operation_id:
-        raise InvalidInput(f"event {envelope.event_id} ({envelope.event_type}) has no ids.operationId")
-    return operation_id
-
-
-def _load(deps: StepDeps, operation_id: str, envelope: Envelope) -> Operation:
-    operation = deps.store.get_operation(operation_id)
-    if operation is None:
-        raise UnknownOperation(
-            f"event {envelope.event_id} ({envelope.event_type}) names operation {operation_id}, which does "
-            "not exist (never created, or expired). Parked."
-        )
-    return operation
 
 
 def runs[**P](
@@ -215,8 +193,14 @@ def _begin(envelope: Envelope, deps: StepDeps, rule: StepRule) -> Operation | No
     acknowledged without effect (already processed, or the step is already done). An operation in a
     state the step cannot run from is an IllegalTransition: parked with the reason."""
     step, done, runs_from = rule.step, rule.done, rule.runs_from
-    operation_id = _expect(envelope, *rule.event_types)
-    operation = _load(deps, operation_id, envelope)
+    operation_id = steps.expect(
+        envelope,
+        *rule.event_types,
+        entity_id="operationId",
+        consumer="this consumer",
+        routed_by="subscription's filter policy",
+    )
+    operation = steps.load(deps.store.get_operation, operation_id, envelope, unknown=UnknownOperation)
     if entity_events.seen({entity_events.SEEN_ATTRIBUTE: operation.seen}, envelope) or (
         operation.legacy and deps.store.already_processed(envelope)
     ):
@@ -234,14 +218,11 @@ def _begin(envelope: Envelope, deps: StepDeps, rule: StepRule) -> Operation | No
 
 
 def skip(envelope: Envelope, operation: Operation | None, why: str) -> None:
-    record_metric("Duplicate", event_type=envelope.event_type)
-    logger().info(
-        "acknowledged without effect",
-        extra={
-            "reason": why,
-            "operation_id": operation.operation_id if operation else envelope.ids.get("operationId"),
-            "status": str(operation.status) if operation else None,
-        },
+    steps.acknowledge(
+        envelope,
+        why,
+        operation_id=operation.operation_id if operation else envelope.ids.get("operationId"),
+        status=str(operation.status) if operation else None,
     )
 
 

@@ -33,6 +33,7 @@ for a step that runs long.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ from relay.entity_store import EntityStore
 from relay.envelope import ClaimCheckRef, Envelope
 from relay.expressions import Condition, Update
 from relay.idempotency import BusinessWrite, OnConditionFailed, put
+from relay.request_keys import EntityExists
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -76,15 +78,6 @@ _ATTRIBUTES = {
 }
 # Cleared by every transition: they describe the retries of the state that is left.
 _RETRY_ATTRIBUTES = ("nextAttemptAt", "lastError")
-
-
-class OperationExists(Exception):
-    """The operation's id is taken: ``item`` is the operation as stored (the failed condition's
-    ALL_OLD), so an Idempotency-Key's retry is answered from it."""
-
-    def __init__(self, item: Mapping[str, Any] | None) -> None:
-        super().__init__("the operation exists")
-        self.item = dict(item or {})
 
 
 def operation_key(operation_id: str) -> dict[str, str]:
@@ -230,6 +223,7 @@ class OperationStore(EntityStore):
     ENTITY = "operation"
     ID_ATTRIBUTE = "operationId"
     NEW_ONE = "a new payment"
+    ID_NAMESPACE = uuid.UUID("0b6c1f0e-51a3-4c43-9c5e-5f0f2b7c1a11")
 
     def __init__(
         self, *, operations_table: str, idempotency_table: str | None, ddb_client: DynamoDBClient
@@ -248,7 +242,7 @@ class OperationStore(EntityStore):
 
     def create_operation(self, operation: Operation, event: Envelope, *, deadline: datetime) -> None:
         """ONE conditional PutItem: the PENDING operation with its first event inside it (published
-        from the stream) and in the deadline index until ``deadline``. Raises ``OperationExists`` with
+        from the stream) and in the deadline index until ``deadline``. Raises ``EntityExists`` with
         the stored operation when the id is taken."""
         item: dict[str, Any] = {
             **operation_key(operation.operation_id),
@@ -272,7 +266,7 @@ class OperationStore(EntityStore):
         if operation.callback_url:
             item["callbackUrl"] = operation.callback_url
         self.apply_one(
-            put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=OperationExists)
+            put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=EntityExists)
         )
 
     def transition_write(

@@ -40,9 +40,9 @@ class LoyaltyStack(RelayStack):
         points = ReliableTable(
             self, "Points", name="points", naming=naming, removal_policy=keep, deletion_protection=protect
         ).table
-        idempotency = idempotency_table(
-            self, naming=naming, removal_policy=keep, deletion_protection=protect
-        ).table
+        # Its processed-event markers are no longer written (the points ledger item is the step's record);
+        # the table stays: a stateful resource is never removed by a deploy, and its markers expire by TTL.
+        idempotency_table(self, naming=naming, removal_policy=keep, deletion_protection=protect)
         points_q = ReliableQueue(
             self, "PointsQueue", name="points", naming=naming, settings=queues, removal_policy=keep
         )
@@ -66,13 +66,11 @@ class LoyaltyStack(RelayStack):
             handler="loyalty.handlers.points.handler",
             environment=env.POINTS.environment(
                 points_table=points.table_name,
-                idempotency_table=idempotency.table_name,
                 points_per_unit=config.loyalty.points_per_unit,
             ),
             description="OrderPaid → points accrued once; OrderRejected of a paid order → reversed once",
         )
         points.grant_read_write_data(worker.function)
-        idempotency.grant_read_write_data(worker.function)
 
         api_fn = RelayFunction(
             self,

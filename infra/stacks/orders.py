@@ -136,17 +136,21 @@ class OrdersStack(RelayStack):
         # (tests/infra/test_grants.py holds the two together).
         # Each function's environment comes from its declaration in orders/settings.py, which the
         # function checks at cold start: a variable's name is written there, once.
-        tables = {"orders_table": orders.table_name, "idempotency_table": idempotency.table_name}
         api_fn = RelayFunction(
             self,
             "Api",
             settings=functions,
             handler="orders.handlers.api.handler",
-            environment=env.API.environment(**tables),
+            environment=env.API.environment(
+                orders_table=orders.table_name,
+                idempotency_table=idempotency.table_name,
+                legacy_request_keys=settings.legacy_request_keys,
+            ),
             description="POST /orders, GET /orders/{orderId}, POST /orders/{orderId}/cancel",
         )
         orders.grant_read_write_data(api_fn.function)
-        idempotency.grant_read_write_data(api_fn.function)
+        # Client Idempotency-Keys bound before the one-write layout: read only (legacy_request_keys).
+        idempotency.grant(api_fn.function, "dynamodb:GetItem")
         self.http = HttpApi(
             self,
             "Http",
@@ -185,7 +189,9 @@ class OrdersStack(RelayStack):
             settings=functions,
             queue=inventory_q,
             handler="orders.handlers.inventory.handler",
-            environment=env.INVENTORY.environment(**tables, inventory_table=inventory.table_name),
+            environment=env.INVENTORY.environment(
+                orders_table=orders.table_name, inventory_table=inventory.table_name
+            ),
             description="OrderCreated / OrderCancelled → reserve / release stock exactly once",
         )
         notifier = QueueConsumer(
@@ -216,7 +222,7 @@ class OrdersStack(RelayStack):
             settings=functions,
             queue=paid_q,
             handler="orders.handlers.paid_orders.handler",
-            environment=env.PAID_ORDERS.environment(**tables),
+            environment=env.PAID_ORDERS.environment(orders_table=orders.table_name),
             description="PaymentCompleted → order PAID once + OrderPaid",
         )
         failed = QueueConsumer(
@@ -225,7 +231,7 @@ class OrdersStack(RelayStack):
             settings=functions,
             queue=failed_q,
             handler="orders.handlers.failed_payments.handler",
-            environment=env.FAILED_PAYMENTS.environment(**tables),
+            environment=env.FAILED_PAYMENTS.environment(orders_table=orders.table_name),
             description="PaymentFailed → order CANCELLED once + OrderCancelled (stock released)",
         )
         shipping = QueueConsumer(
@@ -235,7 +241,7 @@ class OrdersStack(RelayStack):
             queue=shipping_q,
             handler="orders.handlers.shipping.handler",
             environment=env.SHIPPING.environment(
-                **tables,
+                orders_table=orders.table_name,
                 inventory_table=inventory.table_name,
                 shipping_api_url=settings.shipping_api_url,
                 http_timeout_seconds=settings.http_timeout_seconds,
@@ -243,9 +249,9 @@ class OrdersStack(RelayStack):
             description="OrderPaid (bus rule) → one shipment from the shipping API, recorded on the order",
         )
         inventory.grant_read_data(shipping.function)
-        # Analytics needs no marker: its S3 object per eventId, written only if absent, is the record.
-        for consumer in (inventory_fn, notifier, paid, failed, shipping):
-            idempotency.grant_read_write_data(consumer.function)
+        # Only the notifier's Powertools guard writes there: every other step's record is its own item
+        # (the order, the reservation; analytics: its S3 object per eventId, written only if absent).
+        idempotency.grant_read_write_data(notifier.function)
         for consumer in (inventory_fn, paid, failed, shipping):
             orders.grant_read_write_data(consumer.function)
         inventory.grant_read_write_data(inventory_fn.function)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from relay.envelope import Envelope
+
 
 class StreamReader:
     def __init__(self, streams: Any, stream_arn: str) -> None:
@@ -48,3 +50,24 @@ class StreamReader:
         for record in records:
             record.setdefault("eventSourceARN", self.stream_arn)
         return records
+
+
+def produced_events(streams: Any, stream_arn: str, pk: str) -> list[Envelope]:
+    """Every event the writes of one entity (partition ``pk``) produced, in order -- what the stream
+    publisher publishes, found the way it finds them: the events a write added to the item (in the
+    stream record's NEW image and not in its OLD one), and the outbox rows inserted (the layout before).
+    Read from the table's whole stream, so a step that produced an event twice shows it twice."""
+    from relay.entity_events import new_events
+
+    found: list[Envelope] = []
+    for record in StreamReader(streams, stream_arn).read():
+        data = record.get("dynamodb") or {}
+        if (data.get("Keys") or {}).get("pk", {}).get("S") != pk:
+            continue
+        sk = str((data.get("Keys") or {}).get("sk", {}).get("S"))
+        if sk.startswith("OUTBOX#"):
+            if record.get("eventName") == "INSERT":
+                found.append(Envelope.from_json(data["NewImage"]["envelope"]["S"]))
+        else:
+            found.extend(new_events(record))
+    return found

@@ -1,12 +1,22 @@
-"""The kernel's client Idempotency-Key binding (relay.request_keys) on moto DynamoDB."""
+"""The kernel's client Idempotency-Key rules (relay.request_keys) on moto DynamoDB: ids derived from
+(caller, key), a stored entity answering its own request's retry, and keys bound by the layout before."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from relay.idempotency import apply_writes
-from relay.request_keys import IdempotencyKeyMismatch, RequestKeyRecord, RequestKeys, request_sha256
+from relay.request_keys import (
+    IdempotencyKeyMismatch,
+    RequestKeys,
+    derived_id,
+    request_sha256,
+    same_request,
+)
 from tests.handlers.moto_env import Aws
+
+NAMESPACE = uuid.UUID("00000000-0000-4000-8000-000000000001")
 
 
 def keys(aws: Aws) -> RequestKeys:
@@ -19,71 +29,69 @@ def keys(aws: Aws) -> RequestKeys:
     )
 
 
-def accept(aws: Aws, key: str | None, body: dict[str, str], created: list[str]) -> tuple[str, bool]:
-    def create(bind):  # type: ignore[no-untyped-def]
-        widget_id = f"w-{len(created) + 1}"
-        apply_writes(bind(widget_id), ddb_client=aws.ddb) if key is not None else None
-        created.append(widget_id)
-        return widget_id, False
+def test_a_key_names_one_entity_per_caller() -> None:
+    first = derived_id(NAMESPACE, "arn:aws:iam::1:user/alice", "k-1")
 
-    def replay(record: RequestKeyRecord) -> tuple[str, bool]:
-        return record.entity_id, True
-
-    return keys(aws).accept_once(key, request_sha256(body), ttl_days=1, create=create, replay=replay)
+    assert first == derived_id(NAMESPACE, "arn:aws:iam::1:user/alice", "k-1")
+    assert first != derived_id(NAMESPACE, "arn:aws:iam::1:user/bob", "k-1")
+    assert first != derived_id(NAMESPACE, "arn:aws:iam::1:user/alice", "k-2")
+    # The pair is encoded, not concatenated: ("a:b", "c") and ("a", "b:c") are two entities.
+    assert derived_id(NAMESPACE, "a:b", "c") != derived_id(NAMESPACE, "a", "b:c")
 
 
-def test_same_key_and_body_answer_the_first_entity_without_creating_another(aws: Aws) -> None:
-    created: list[str] = []
-    first = accept(aws, "k-1", {"a": "1", "b": "2"}, created)
-    again = accept(aws, "k-1", {"b": "2", "a": "1"}, created)  # key order does not matter
+def test_the_stored_entity_answers_the_same_body_and_refuses_another_naming_both_hashes() -> None:
+    stored = {"widgetId": "w-1", "requestSha256": request_sha256({"a": "1", "b": "2"})}
 
-    assert first == ("w-1", False) and again == ("w-1", True)
-    assert created == ["w-1"]
-    stored = aws.item("request-key#k-1")
-    assert stored is not None and stored["widgetId"] == {"S": "w-1"} and "expiresAt" in stored
-
-
-def test_same_key_with_another_body_is_a_mismatch_naming_both_hashes(aws: Aws) -> None:
-    created: list[str] = []
-    accept(aws, "k-2", {"a": "1"}, created)
-
+    same_request(  # key order does not matter
+        stored,
+        request_sha256({"b": "2", "a": "1"}),
+        idempotency_key="k",
+        entity_id="w-1",
+        entity="widget",
+        retry_hint="a new widget",
+    )
     with pytest.raises(IdempotencyKeyMismatch) as raised:
-        accept(aws, "k-2", {"a": "2"}, created)
+        same_request(
+            stored,
+            request_sha256({"a": "2"}),
+            idempotency_key="k",
+            entity_id="w-1",
+            entity="widget",
+            retry_hint="a new widget",
+        )
 
-    assert created == ["w-1"]
-    assert request_sha256({"a": "1"})[:12] in str(raised.value)
+    assert request_sha256({"a": "1", "b": "2"})[:12] in str(raised.value)
     assert request_sha256({"a": "2"})[:12] in str(raised.value)
     assert "widget w-1 with a different request body" in str(raised.value)
 
 
-def test_the_loser_of_a_concurrent_binding_answers_as_the_winners_replay(aws: Aws) -> None:
-    created: list[str] = []
-    accept(aws, "k-3", {"a": "1"}, created)
-    request_keys = keys(aws)
-    original = request_keys.get
-    reads = {"n": 0}
+def test_a_claim_checked_request_is_compared_by_its_refs_hash() -> None:
+    stored = {"requestRef": {"sha256": request_sha256({"a": "1"})}}
 
-    def first_read_misses(key: str) -> RequestKeyRecord | None:
-        reads["n"] += 1
-        return None if reads["n"] == 1 else original(key)
-
-    request_keys.get = first_read_misses  # type: ignore[method-assign]
-
-    def create(bind):  # type: ignore[no-untyped-def]
-        apply_writes(bind("w-loser"), ddb_client=aws.ddb)
-        return "w-loser", False
-
-    answer = request_keys.accept_once(
-        "k-3", request_sha256({"a": "1"}), ttl_days=1, create=create, replay=lambda r: (r.entity_id, True)
+    same_request(
+        stored,
+        request_sha256({"a": "1"}),
+        idempotency_key=None,
+        entity_id="w",
+        entity="widget",
+        retry_hint="x",
     )
 
-    assert answer == ("w-1", True)
 
+def test_a_key_bound_by_the_layout_before_is_still_answered_and_still_refuses_another_body(aws: Aws) -> None:
+    aws.ddb.put_item(
+        TableName=aws.table,
+        Item={
+            "id": {"S": "request-key#old"},
+            "kind": {"S": "request-key"},
+            "widgetId": {"S": "w-old"},
+            "requestSha256": {"S": request_sha256({"a": "1"})},
+        },
+    )
 
-def test_without_a_key_every_request_creates_and_nothing_is_bound(aws: Aws) -> None:
-    created: list[str] = []
-    accept(aws, None, {"a": "1"}, created)
-    accept(aws, None, {"a": "1"}, created)
+    bound = keys(aws).replayed("old", request_sha256({"a": "1"}))
 
-    assert created == ["w-1", "w-2"]
-    assert aws.ddb.scan(TableName=aws.table)["Count"] == 0
+    assert bound is not None and bound.entity_id == "w-old"
+    assert keys(aws).replayed("new", request_sha256({"a": "1"})) is None
+    with pytest.raises(IdempotencyKeyMismatch):
+        keys(aws).replayed("old", request_sha256({"a": "2"}))

@@ -47,7 +47,7 @@ def _order(status: int, view: OrderView, headers: dict[str, str] | None = None) 
     "/orders",
     summary="Place an order",
     description=(
-        "Stores the order (status CREATED) and its OrderCreated event in one transaction; inventory, "
+        "Stores the order (status CREATED) and its OrderCreated event in one write; inventory, "
         "notifications and analytics follow asynchronously. An Idempotency-Key makes retries safe: "
         "the same key and body return the same order (200 on a replay)."
     ),
@@ -69,7 +69,8 @@ def create_order(
         idempotency_key=idempotency_key,
         correlation_id=api.correlation_id(app),
         store=wired.orders,
-        key_ttl_days=wired.settings.request_key_ttl_days,
+        caller=api.caller(app),
+        legacy_request_keys=wired.settings.legacy_request_keys,
     )
     logger.info("order placed", extra={"order_id": placed.order.order_id, "replayed": placed.replayed})
     return _order(

@@ -38,7 +38,8 @@ POINTS_HANDLER = "loyalty.handlers.points.handler"
 API_HANDLER = "loyalty.handlers.api.handler"
 _PLAN = plan("loyalty")
 POINTS_TABLE = _PLAN.env()["POINTS_TABLE"]
-IDEMPOTENCY_TABLE = _PLAN.env()["IDEMPOTENCY_TABLE"]
+# No function is told of it any more (the ledger item is each step's record); found by its name.
+IDEMPOTENCY_TABLE = next(t for t in _PLAN.topology.tables if t.endswith("-idempotency"))
 # The points queue, by the name the stack gives it (without its prefix), found by its consumer.
 POINTS = _PLAN.queue_for(POINTS_HANDLER)
 
@@ -93,7 +94,7 @@ class LoyaltyWorld:
         return deserialize_item(item) if item else None
 
     def markers(self) -> list[dict[str, Any]]:
-        """Everything in the idempotency table (processed-event markers)."""
+        """Everything in the stack's idempotency table (processed-event markers: none are written)."""
         return [deserialize_item(i) for i in self.ddb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]]
 
     # the bus rule ---------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ def http_event(
     *,
     body: str | Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
+    user: str = "tester",
 ) -> dict[str, Any]:
     text = body if isinstance(body, str) or body is None else json.dumps(body)
     return {
@@ -28,7 +29,7 @@ def http_event(
         "requestContext": {
             "accountId": ACCOUNT,
             "apiId": "orders-api",
-            "authorizer": {"iam": {"accountId": ACCOUNT, "userArn": f"arn:aws:iam::{ACCOUNT}:user/tester"}},
+            "authorizer": {"iam": {"accountId": ACCOUNT, "userArn": f"arn:aws:iam::{ACCOUNT}:user/{user}"}},
             "domainName": "orders-api.execute-api.us-east-1.amazonaws.com",
             "http": {
                 "method": method,
@@ -64,9 +65,11 @@ def call(method: str, path: str, **kwargs: Any) -> dict[str, Any]:
     return api.handler(http_event(method, path, **kwargs), FakeContext())
 
 
-def post_order(body: Mapping[str, Any] | str, *, idempotency_key: str | None = None) -> dict[str, Any]:
+def post_order(
+    body: Mapping[str, Any] | str, *, idempotency_key: str | None = None, user: str = "tester"
+) -> dict[str, Any]:
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else {}
-    return call("POST", "/orders", body=body, headers=headers)
+    return call("POST", "/orders", body=body, headers=headers, user=user)
 
 
 def get_order(order_id: str) -> dict[str, Any]:

@@ -67,12 +67,12 @@ def test_post_order_answers_201_with_the_created_order_and_its_location(world: O
     assert [h["status"] for h in order["history"]] == ["CREATED"]
 
 
-def test_post_order_writes_the_order_and_its_order_created_outbox_row_in_one_transaction(
+def test_post_order_writes_the_order_with_its_order_created_in_one_put(
     world: OrdersWorld, ddb_calls: list[str]
 ) -> None:
     order_id = placed_order()
 
-    assert _writes(ddb_calls) == ["TransactWriteItems"]
+    assert _writes(ddb_calls) == ["PutItem"]
     item = world.order(order_id)
     assert item is not None and item["status"] == "CREATED" and item["version"] == 1
     (created,) = world.outbox(order_id)
@@ -235,7 +235,65 @@ def test_same_idempotency_key_with_a_different_body_is_422_and_nothing_more_stor
     assert world.ddb.scan(TableName=ORDERS_TABLE)["Count"] == before
 
 
-def test_cancel_created_order_writes_cancelled_and_order_cancelled_in_one_transaction(
+def test_the_same_key_from_two_callers_places_two_orders(world: OrdersWorld) -> None:
+    alice = post_order(order_request(), idempotency_key="shared-key", user="alice")
+    bob = post_order(order_request(), idempotency_key="shared-key", user="bob")
+
+    assert (alice["statusCode"], bob["statusCode"]) == (201, 201)
+    assert body_of(alice)["orderId"] != body_of(bob)["orderId"]
+
+
+def test_a_put_whose_reply_was_lost_is_answered_as_its_own_replay_even_without_a_key(
+    world: OrdersWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK retries a PutItem whose reply was lost; the retry meets the order its first attempt
+    wrote, and the client gets that order, not a 422 and not a second order."""
+    from orders.wiring import wiring
+
+    ddb = wiring().ddb
+    original = ddb.put_item
+
+    def written_then_lost(**kwargs: Any) -> Any:
+        original(**kwargs)
+        return original(**kwargs)  # the retry: its condition fails on the first attempt's item
+
+    monkeypatch.setattr(ddb, "put_item", written_then_lost)
+
+    response = post_order(order_request())
+
+    assert response["statusCode"] == 200
+    order_id = body_of(response)["orderId"]
+    assert world.status(order_id) == "CREATED"
+    assert [e.event_type for e in world.outbox(order_id)] == ["OrderCreated"]
+
+
+def test_a_key_bound_before_the_one_write_layout_is_answered_when_the_stage_says_so(
+    world: OrdersWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relay.request_keys import request_sha256
+    from relay.wiring import reset_all
+
+    old = placed_order()
+    world.ddb.put_item(  # the request-key item the layout before wrote with the order
+        TableName=IDEMPOTENCY_TABLE,
+        Item={
+            "id": {"S": "request-key#old-key"},
+            "kind": {"S": "request-key"},
+            "orderId": {"S": old},
+            "requestSha256": {"S": request_sha256(order_request())},
+        },
+    )
+    monkeypatch.setenv("LEGACY_REQUEST_KEYS", "true")
+    reset_all()
+
+    retry = post_order(order_request(), idempotency_key="old-key")
+    other = post_order(order_request(currency="USD"), idempotency_key="old-key")
+
+    assert retry["statusCode"] == 200 and body_of(retry)["orderId"] == old
+    assert other["statusCode"] == 422
+
+
+def test_cancel_created_order_writes_cancelled_and_order_cancelled_in_one_update(
     world: OrdersWorld, ddb_calls: list[str]
 ) -> None:
     order_id = placed_order()
@@ -245,7 +303,7 @@ def test_cancel_created_order_writes_cancelled_and_order_cancelled_in_one_transa
 
     assert response["statusCode"] == 200
     assert body_of(response)["status"] == "CANCELLED"
-    assert _writes(ddb_calls) == ["TransactWriteItems"]
+    assert _writes(ddb_calls) == ["UpdateItem"]
     assert world.status(order_id) == "CANCELLED"
     (cancelled,) = world.outbox(order_id, "OrderCancelled")
     assert cancelled.payload is not None and cancelled.payload["previousStatus"] == "CREATED"

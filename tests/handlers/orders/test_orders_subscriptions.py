@@ -133,14 +133,21 @@ def test_other_payment_events_reach_no_orders_queue(world: OrdersWorld, event_ty
     assert {name for name, received in bodies(world).items() if received} == set()
 
 
-def test_outbox_publisher_marks_the_row_published_and_ignores_non_outbox_items(world: OrdersWorld) -> None:
+def test_outbox_publisher_marks_an_old_layout_row_published_and_ignores_items_without_new_events(
+    world: OrdersWorld,
+) -> None:
     from orders.handlers import outbox_publisher
-    from orders.wiring import wiring
 
+    from relay.outbox import outbox_write
     from tests.builders import ddb_stream_record
 
     created = order_event("OrderCreated")
-    row = wiring().orders.outbox_write("ord-1", created)
+    # An outbox row as the layout before one write per step wrote it (a stage's data from then).
+    row = outbox_write(
+        created,
+        table_name=ORDERS_TABLE,
+        key={"pk": "ORDER#ord-1", "sk": f"OUTBOX#{created.event_type}#{created.event_id}"},
+    )
     world.ddb.put_item(TableName=ORDERS_TABLE, Item=row.body["Item"])
     keys = {k: row.body["Item"][k] for k in ("pk", "sk")}
     order_item = ddb_stream_record(

@@ -23,7 +23,7 @@ from relay.idempotency import deserialize_item
 from relay.outbox import sns_publisher
 from tests.builders import FakeContext, environment, eventbridge_wrapped, failed_ids, retry_copy, sns_wrapped
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
-from tests.handlers.streams import StreamReader
+from tests.handlers.streams import StreamReader, produced_events
 
 REGION = "us-east-1"
 # A test spells this table's name out (test_orders_paid_orders); every other name is the stack's.
@@ -115,12 +115,10 @@ class OrdersWorld:
         return [deserialize_item(i) for i in items]
 
     def outbox(self, order_id: str, event_type: str | None = None) -> list[Envelope]:
-        rows = self._partition(ORDERS_TABLE, f"ORDER#{order_id}", "OUTBOX#")
-        return [
-            Envelope.from_json(r["envelope"])
-            for r in rows
-            if event_type is None or r["eventType"] == event_type
-        ]
+        """Every event the order's writes produced (``produced_events``: its item's ``ev``, and outbox
+        rows of the layout before), in order, duplicates kept."""
+        found = produced_events(self.streams, self.stream_arn, f"ORDER#{order_id}")
+        return [e for e in found if event_type is None or e.event_type == event_type]
 
     def orphan_payments(self, order_id: str) -> list[dict[str, Any]]:
         return self._partition(ORDERS_TABLE, f"ORDER#{order_id}", "PAYMENT#")

@@ -22,7 +22,7 @@ from tests.builders import (
     environment,
 )
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
-from tests.handlers.streams import StreamReader
+from tests.handlers.streams import StreamReader, produced_events
 
 if TYPE_CHECKING:
     from payments.operations import Operation
@@ -111,21 +111,7 @@ class Infrastructure:
         publishes, found the way it finds them: the events a write added to the item (in the stream
         record's NEW image and not in its OLD one), and the outbox rows inserted (the layout before).
         Read from the table's whole stream, so a step that produced an event twice shows it twice."""
-        from relay.entity_events import new_events
-
-        pk = f"OPERATION#{operation_id}"
-        found: list[Envelope] = []
-        for record in StreamReader(self.streams, self.stream_arn).read():
-            data = record.get("dynamodb") or {}
-            if (data.get("Keys") or {}).get("pk", {}).get("S") != pk:
-                continue
-            sk = str((data.get("Keys") or {}).get("sk", {}).get("S"))
-            if sk.startswith("OUTBOX#"):
-                if record.get("eventName") == "INSERT":
-                    found.append(Envelope.from_json(data["NewImage"]["envelope"]["S"]))
-            else:
-                found.extend(new_events(record))
-        return found
+        return produced_events(self.streams, self.stream_arn, f"OPERATION#{operation_id}")
 
     def outbox_rows(self, operation_id: str) -> list[dict[str, Any]]:
         """Outbox rows of the layout before one write per step (payments writes none any more)."""

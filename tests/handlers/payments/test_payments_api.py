@@ -353,7 +353,9 @@ def test_without_idempotency_key_every_post_is_a_new_operation(infra: Infrastruc
 
 
 def test_the_same_key_from_two_callers_names_two_operations(infra: Infrastructure) -> None:
-    from payments.intake import derived_operation_id
+    from payments.store import OperationStore
+
+    from relay.request_keys import derived_id
 
     request = payment_request()
 
@@ -362,8 +364,8 @@ def test_the_same_key_from_two_callers_names_two_operations(infra: Infrastructur
 
     assert alice["statusCode"] == bob["statusCode"] == 202
     assert body_of(alice)["operationId"] != body_of(bob)["operationId"]
-    assert body_of(alice)["operationId"] == derived_operation_id(
-        "arn:aws:iam::123456789012:user/alice", "shared-key"
+    assert body_of(alice)["operationId"] == derived_id(
+        OperationStore.ID_NAMESPACE, "arn:aws:iam::123456789012:user/alice", "shared-key"
     )
     assert len(_operation_items(infra)) == 2
 
@@ -410,9 +412,14 @@ def test_a_key_bound_before_the_one_write_layout_is_still_answered_while_the_sta
     reset_all()
     request = payment_request()
     operation_id = accepted_operation(request)  # stands for one accepted before the upgrade
-    store = wiring().store
-    store.apply_one(
-        store.request_keys.bind_write("old-key", operation_id, request_sha256(request), ttl_days=1)
+    infra.ddb.put_item(  # the request-key item the layout before wrote with the operation
+        TableName=wiring().store.idempotency_table,
+        Item={
+            "id": {"S": "request-key#old-key"},
+            "kind": {"S": "request-key"},
+            "operationId": {"S": operation_id},
+            "requestSha256": {"S": request_sha256(request)},
+        },
     )
 
     retry = post_payment(request, idempotency_key="old-key")

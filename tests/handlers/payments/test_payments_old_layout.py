@@ -188,7 +188,7 @@ def write_old_operation(
 
 
 def write_old_request_key(infra: Infrastructure, key: str, old: OldOperation, *, at: datetime) -> None:
-    """``RequestKeys.bind_write`` as it was (committed with the operation's creation)."""
+    """The request-key item the layout before committed with the operation's creation."""
     from relay.request_keys import request_sha256
 
     infra.ddb.put_item(

@@ -73,7 +73,12 @@ def seen(item: Mapping[str, Any] | None, envelope: Envelope) -> bool:
     """Whether the entity already processed ``envelope``: True for a duplicate (same payload), False
     for a new event. The same eventId with another payload is a ``PayloadConflict`` (permanent:
     parked, metric + alarm), never applied."""
-    recorded = ((item or {}).get(SEEN_ATTRIBUTE) or {}).get(envelope.event_id)
+    return seen_in((item or {}).get(SEEN_ATTRIBUTE), envelope)
+
+
+def seen_in(recorded_events: Mapping[str, Any] | None, envelope: Envelope) -> bool:
+    """``seen`` on the map an entity read from its ``seen`` attribute holds."""
+    recorded = (recorded_events or {}).get(envelope.event_id)
     if recorded is None:
         return False
     received = payload_hash(envelope)

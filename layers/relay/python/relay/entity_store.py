@@ -7,6 +7,7 @@ knows: key shapes, attribute names, the entity's own writes.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -23,7 +24,7 @@ from relay.idempotency import (
     serialize_item,
 )
 from relay.outbox import outbox_write
-from relay.request_keys import RequestKeys
+from relay.request_keys import EntityExists, RequestKeys, derived_id, same_request
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -36,6 +37,9 @@ class EntityStore:
     """The attribute holding its id ("operationId")."""
     NEW_ONE: ClassVar[str]
     """What a client asks for with a new Idempotency-Key ("a new payment")."""
+    ID_NAMESPACE: ClassVar[uuid.UUID]
+    """The uuid5 namespace of the ids derived from (caller, Idempotency-Key); never change it: a
+    client's retry after the change would create a second entity."""
 
     def __init__(self, *, table_name: str, idempotency_table: str | None, ddb_client: DynamoDBClient) -> None:
         """``idempotency_table`` may be None for a function that never dedupes (a sweeper): then the
@@ -62,6 +66,35 @@ class EntityStore:
             id_attribute=self.ID_ATTRIBUTE,
             retry_hint=self.NEW_ONE,
         )
+
+    def new_id(self, caller: str, idempotency_key: str | None) -> str:
+        """The id of the entity a request creates: derived from the caller and the key
+        (``relay.request_keys.derived_id``), random without a key."""
+        if idempotency_key is None:
+            return str(uuid.uuid4())
+        return derived_id(self.ID_NAMESPACE, caller, idempotency_key)
+
+    def existing(
+        self,
+        exists: EntityExists,
+        key: Mapping[str, Any],
+        *,
+        sha256: str,
+        idempotency_key: str | None,
+        entity_id: str,
+    ) -> dict[str, Any]:
+        """The stored entity that refused a creation (its ALL_OLD, read only if DynamoDB left it out),
+        when it was created from the same request (``relay.request_keys.same_request``)."""
+        stored = exists.item or self.read(key) or {}
+        same_request(
+            stored,
+            sha256,
+            idempotency_key=idempotency_key,
+            entity_id=entity_id,
+            entity=self.ENTITY,
+            retry_hint=self.NEW_ONE,
+        )
+        return stored
 
     def read(self, key: Mapping[str, Any]) -> dict[str, Any] | None:
         """One item of the entity table, read consistently: the consumers decide what to do from the

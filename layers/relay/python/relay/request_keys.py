@@ -1,28 +1,28 @@
-"""A client's ``Idempotency-Key`` (the HTTP header), bound to the entity its first request created.
+"""A client's ``Idempotency-Key`` (the HTTP header): the same key and body name the same entity.
 
-Same key and same body -> the same entity, answered again without a second write. Same key and a
-different body -> ``IdempotencyKeyMismatch`` (the APIs answer 422, naming both hashes), nothing
-stored. The binding is written in the SAME transaction as the entity (``bind_write``), conditional
-on the key being new: of two concurrent requests with one key exactly one commits, and the other
-answers as the replay of the winner (``accept_once``).
+One write accepts a request: the entity's id derives from the caller and the key (``derived_id``), so
+the entity's own conditional PutItem refuses a second acceptance, and the failed condition's ALL_OLD
+(``EntityExists``) answers the retry (``same_request``): the same body -> the same entity, answered
+again without a second write; a different body -> ``IdempotencyKeyMismatch`` (the APIs answer 422,
+naming both hashes), nothing stored. The entity records its request's sha256 for that.
 
-Stored in the idempotency table beside the kernel's processed-event markers:
-``id = request-key#<key>``, ``kind = request-key``, the entity's id under its own attribute name
-(``operationId``, ``orderId``), ``requestSha256``, ``createdAt``, ``expiresAt`` (TTL).
+Keys bound before the one-write layout are items in the idempotency table (``id =
+request-key#<key>``, the entity's id under its own attribute name, ``requestSha256``, TTL
+``expiresAt``); a stage upgraded from that layout still reads them (``RequestKeys.replayed``) until
+their TTL has passed.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+import json
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from relay.envelope import canonical_json
-from relay.errors import ConcurrentWrite
-from relay.idempotency import BusinessWrite, deserialize_item, put
-from relay.state_machine import now_iso
+from relay.idempotency import deserialize_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -32,6 +32,48 @@ KIND = "request-key"
 
 def request_key_id(idempotency_key: str) -> str:
     return f"{KIND}#{idempotency_key}"
+
+
+def derived_id(namespace: uuid.UUID, caller: str, idempotency_key: str) -> str:
+    """The entity a caller's Idempotency-Key names (``namespace``: one per kind of entity): the same pair
+    always gives the same id, and two callers who happen to choose the same key never share one."""
+    return str(uuid.uuid5(namespace, json.dumps([caller, idempotency_key])))
+
+
+class EntityExists(Exception):
+    """The entity's id is taken: ``item`` is the entity as stored (the failed condition's ALL_OLD, empty
+    when DynamoDB left it out), so a retry of its request is answered from it."""
+
+    def __init__(self, item: Mapping[str, Any] | None) -> None:
+        super().__init__("the entity exists")
+        self.item = dict(item or {})
+
+
+def stored_sha256(item: Mapping[str, Any]) -> str:
+    """The request sha256 an entity item records (inline, or in its claim-check ref)."""
+    return str(item.get("requestSha256") or (item.get("requestRef") or {}).get("sha256"))
+
+
+def same_request(
+    item: Mapping[str, Any],
+    sha256: str,
+    *,
+    idempotency_key: str | None,
+    entity_id: str,
+    entity: str,
+    retry_hint: str,
+) -> None:
+    """Accept the stored entity ``item`` as the answer to a request whose body hashes to ``sha256``:
+    the same request's own write (its reply lost, the SDK retried it) or a client's retry with the same
+    key and body. Another body under the key raises ``IdempotencyKeyMismatch``."""
+    stored = stored_sha256(item)
+    if stored != sha256:
+        raise IdempotencyKeyMismatch(
+            RequestKeyRecord(idempotency_key or "", entity_id, stored),
+            entity=entity,
+            received_sha256=sha256,
+            retry_hint=retry_hint,
+        )
 
 
 def request_sha256(document: Any) -> str:
@@ -46,10 +88,6 @@ class RequestKeyRecord:
     idempotency_key: str
     entity_id: str
     request_sha256: str
-
-
-class RequestKeyTaken(Exception):
-    """The Idempotency-Key was bound by a concurrent request that committed first; read it again."""
 
 
 class IdempotencyKeyMismatch(Exception):
@@ -93,26 +131,6 @@ class RequestKeys:
         plain = deserialize_item(item)
         return RequestKeyRecord(idempotency_key, str(plain[self.id_attribute]), str(plain["requestSha256"]))
 
-    def bind_write(
-        self, idempotency_key: str, entity_id: str, sha256: str, *, ttl_days: int, now: datetime | None = None
-    ) -> BusinessWrite:
-        """The conditional Put that binds a new key (raises RequestKeyTaken from the transaction when a
-        concurrent request bound it first). Goes into the entity's own creation transaction."""
-        created = now or datetime.now(UTC)
-        return put(
-            self.table_name,
-            {
-                "id": request_key_id(idempotency_key),
-                "kind": KIND,
-                self.id_attribute: entity_id,
-                "requestSha256": sha256,
-                "createdAt": now_iso(created),
-                "expiresAt": int((created + timedelta(days=ttl_days)).timestamp()),
-            },
-            "attribute_not_exists(id)",
-            on_condition_failed=lambda _old: RequestKeyTaken(idempotency_key),
-        )
-
     def replayed(self, idempotency_key: str, sha256: str) -> RequestKeyRecord | None:
         """The binding of a key used before with this body, or None for a new key; a different body
         raises IdempotencyKeyMismatch."""
@@ -122,35 +140,3 @@ class RequestKeys:
                 record, entity=self.entity, received_sha256=sha256, retry_hint=self.retry_hint
             )
         return record
-
-    def accept_once[R](
-        self,
-        idempotency_key: str | None,
-        sha256: str,
-        *,
-        ttl_days: int,
-        create: Callable[[Binding], R],
-        replay: Callable[[RequestKeyRecord], R],
-    ) -> R:
-        """Create the entity once per key. ``create`` gets a ``bind(entity_id)`` that returns the writes
-        to commit in the entity's own transaction (none without a key); a key used before with this
-        body answers ``replay`` of its binding instead."""
-        if idempotency_key is None:
-            return create(lambda _entity_id: [])
-        record = self.replayed(idempotency_key, sha256)
-        if record is not None:
-            return replay(record)
-        key = idempotency_key
-        try:
-            return create(lambda entity_id: [self.bind_write(key, entity_id, sha256, ttl_days=ttl_days)])
-        except RequestKeyTaken:
-            # A concurrent request with the same key committed first and ours wrote nothing: answer as
-            # the replay of the winner.
-            record = self.replayed(key, sha256)
-            if record is None:  # the binding vanished between the two reads (TTL): the client retries
-                raise ConcurrentWrite("Idempotency-Key binding changed concurrently; retry") from None
-            return replay(record)
-
-
-Binding = Callable[[str], list[BusinessWrite]]
-"""``bind(entity_id)``: the writes that bind the request's key to the entity (empty without a key)."""
