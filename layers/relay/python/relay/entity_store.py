@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from relay.envelope import Envelope
@@ -23,7 +22,6 @@ from relay.idempotency import (
     deserialize_item,
     serialize_item,
 )
-from relay.outbox import outbox_write
 from relay.request_keys import EntityExists, RequestKeys, derived_id, same_request
 
 if TYPE_CHECKING:
@@ -121,10 +119,3 @@ class EntityStore:
         """One write without a marker as a plain conditional write (``relay.idempotency.apply_write``:
         half a transaction's write units; its ``on_condition_failed`` must recognise its own write)."""
         apply_write(write, ddb_client=self.ddb)
-
-    def outbox_row(
-        self, event: Envelope, key: Mapping[str, str], *, publish_by: datetime | None = None
-    ) -> BusinessWrite:
-        """The outbox row of ``event`` in the entity table (published by the table stream; with
-        ``publish_by``, re-published by a sweeper if it is still unpublished then)."""
-        return outbox_write(event, table_name=self.table_name, key=key, publish_by=publish_by)
