@@ -17,7 +17,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
 
-.PHONY: chaos cost openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint _cfn-lint checkov _checkov _templates pytest unit handlers infra e2e test test-profile bench demo local deploy diff destroy stateful-manifest smoke clean
+.PHONY: chaos cost cost-scale capacity openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint _cfn-lint checkov _checkov _templates pytest unit handlers infra e2e test test-profile bench demo local deploy diff destroy stateful-manifest smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -159,6 +159,14 @@ test-profile: $(BIN)/.installed node_modules/.installed $(CHECKOV_VENV)/.install
 
 cost: $(BIN)/.sandbox-installed node_modules/.installed ## $ per 1M operations per flow: every AWS request counted in the sandbox, priced (bench/prices.json); figures in .sandbox/cost.json
 	PYTHONPATH=. $(BIN)/python bench/cost.py
+
+cost-scale: $(BIN)/.sandbox-installed node_modules/.installed ## do a payment's requests grow with volume? the payments flow at 200 and 2,000 (SIZES=a,b) and the sweeper with that many open; exit 1 if a per-payment count grows over 10 %
+	PYTHONPATH=. $(BIN)/python -m bench.scale_check --sizes $(or $(SIZES),200,2000)
+
+capacity: $(BIN)/.sandbox-installed ## capacity on paper at RATE operations/s (FLOW=payments, STAGE=dev|prod): each table, key, index shard, queue, topic, function and API beside its AWS quota (bench/quotas.json), the first to bind and the quotas to raise; reads make cost's .sandbox/cost.json
+	@if [ -z "$(RATE)" ]; then echo "error: RATE is required: make capacity RATE=1000 [FLOW=payments]" >&2; exit 2; fi
+	@if [ ! -f .sandbox/cost.json ]; then echo "error: .sandbox/cost.json not found: run 'make cost' first (the model multiplies the requests per operation it measures)" >&2; exit 2; fi
+	$(BIN)/python -m bench.capacity --rate $(RATE) --flow $(or $(FLOW),payments) --stage $(STAGE) --json .sandbox/cost.json
 
 bench: install ## print benchmark figures (never asserted)
 	$(BIN)/python bench/synth_bench.py

@@ -79,6 +79,10 @@ class Measured:
     producer_publishes: int = 0  # what the flow's producer published (outside the app)
     http_requests: int = 0  # requests to the app's HTTP APIs (the clients', the API destination's)
     seconds: float = 0.0
+    # The clock-driven work (the sweeper), left out of the per-operation figures: its requests per run,
+    # to show they do not grow with the volume in flight.
+    periodic_requests: int = 0
+    periodic_runs: int = 0
 
 
 def _meter(sb: Sandbox, *, reset: bool = False) -> list[dict[str, Any]]:
@@ -165,10 +169,15 @@ def measure(sb: Sandbox, flow: str, operations: int, drive: Drive) -> Measured:
     _settle(sb)
     after = _invocations(sb)
     logs_after = _log_sizes(sb)
+    rows = _meter(sb)
     return Measured(
         flow=flow,
         operations=operations,
-        requests=[r for r in _meter(sb) if r["caller"] != "other" and not periodic(r["caller"])],
+        periodic_requests=int(
+            sum(r["requests"] for r in rows if periodic(r["caller"]) and "glue" not in r["caller"])
+        ),
+        periodic_runs=sum(after[k] - invocations.get(k, 0) for k in after if periodic(k)),
+        requests=[r for r in rows if r["caller"] != "other" and not periodic(r["caller"])],
         invocations={
             k: after[k] - invocations.get(k, 0)
             for k in after
@@ -513,6 +522,10 @@ def main(argv: list[str] | None = None) -> int:
                     for r in m.requests
                 ],
                 "sandbox_seconds": m.seconds,
+                "sweeper_runs": m.periodic_runs,
+                "sweeper_requests_per_run": m.periodic_requests / m.periodic_runs
+                if m.periodic_runs
+                else None,
             }
             print(f"\n{flow}: ${total * 1e6:,.2f} per 1M operations ({ops} measured in {m.seconds:.1f} s)")
             print(f"cost_per_million_{flow}_usd: {total * 1e6:.2f}")

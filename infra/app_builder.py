@@ -54,6 +54,7 @@ def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) 
     stacks["loyalty"] = LoyaltyStack(
         app, f"{config.prefix}-loyalty", config=config, platform=platform, env=env
     )
+    _known_consumers(app, config)
     Tags.of(app).add("app", "relay")
     Tags.of(app).add("stage", config.stage)
     if nag:
@@ -62,3 +63,21 @@ def build_app(app: App, config: StageConfig | None = None, *, nag: bool = True) 
     else:
         Validations.of(app).add_plugins(RelayGuards())
     return stacks
+
+
+def _known_consumers(app: App, config: StageConfig) -> None:
+    """A stage config that caps a consumer by a name no consumer has (a typo) fails synth, naming them."""
+    from infra.config import ConfigError
+    from infra.constructs.queue_consumer import QueueConsumer, consumer_name
+
+    built = {
+        consumer_name(c.node.scope, c.node.id)  # type: ignore[arg-type]
+        for c in app.node.find_all()
+        if isinstance(c, QueueConsumer)
+    }
+    unknown = sorted(set(config.consumers.max_concurrency_by_consumer) - built)
+    if unknown:
+        raise ConfigError(
+            f"consumers.max_concurrency_by_consumer names no consumer: {', '.join(unknown)}. "
+            f"Consumers: {', '.join(sorted(built))}"
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -37,6 +37,16 @@ class QueueSettings(_Strict):
     oldest_message_alarm_seconds: int = Field(default=defaults.QUEUES.oldest_message_alarm_seconds, ge=60)
 
 
+class HttpApiSettings(_Strict):
+    """`http_api`: the `$default` stage of every HTTP API. Defaults and reasons: `defaults.HTTP_APIS`.
+    At N payments a second an API takes about 2N requests (POST + one GET): raise the rate before the
+    traffic does (`make capacity RATE=N` names the value), and the account's API Gateway throttle
+    (10,000 rps per region) with it."""
+
+    throttle_rate: int = Field(default=defaults.HTTP_APIS.throttle_rate, ge=1, le=1_000_000)
+    throttle_burst: int = Field(default=defaults.HTTP_APIS.throttle_burst, ge=1, le=1_000_000)
+
+
 class ConsumerSettings(_Strict):
     """`consumers`: every function, and queue consumers' event sources. Defaults: `defaults.CONSUMERS`."""
 
@@ -46,6 +56,10 @@ class ConsumerSettings(_Strict):
     batching_window_seconds: int = Field(default=defaults.CONSUMERS.batching_window_seconds, ge=0, le=300)
     # Lambda's SQS maximum concurrency accepts 2..1000.
     max_concurrency: int = Field(default=defaults.CONSUMERS.max_concurrency, ge=2, le=1000)
+    # One consumer's own cap, by "<service>.<ConstructId>" (e.g. "payments.PaymentWorker"), so a busy
+    # flow gets more without letting every consumer take the account's concurrency (`make capacity`
+    # names who needs what). A name that matches no consumer fails synth.
+    max_concurrency_by_consumer: dict[str, Annotated[int, Field(ge=2, le=1000)]] = Field(default_factory=dict)
     # How long queue consumers retry transient failures (delayed re-sends) before parking; it must stay
     # under the consumed queue's retention, which QueueConsumer checks at synth.
     retry_budget_seconds: int = Field(
@@ -116,6 +130,12 @@ class PaymentsConfig(_Strict):
     legacy_request_keys: bool = False
     terminal_ttl_days: int = Field(default=30, ge=1)
     failed_ttl_days: int = Field(default=90, ge=1)
+    # The deadline index's shards (relay.deadlines): each is one index partition (1,000 WU/s) and every
+    # payment costs 2 index writes, so 64 keep 10,000 payments/s at 31 % of a partition. More: deploy
+    # the new count. Fewer: deploy it with deadline_read_shards = the old count, run
+    # `python -m ops deadlines --rebalance`, then deploy without deadline_read_shards.
+    deadline_shards: int = Field(default=64, ge=1, le=1000)
+    deadline_read_shards: int | None = Field(default=None, ge=1, le=1000)
     claim_check_expiration_days: int = Field(default=30, ge=1)
     lifecycle: LifecycleConfig = LifecycleConfig()
     # Completion notices to clients' callback URLs (payments.notices): how long one POST may take, and
@@ -130,6 +150,17 @@ class PaymentsConfig(_Strict):
     @classmethod
     def _https(cls, value: str) -> str:
         return _external_url(value)
+
+    @model_validator(mode="after")
+    def _read_shards(self) -> PaymentsConfig:
+        if self.deadline_read_shards is not None and self.deadline_read_shards <= self.deadline_shards:
+            raise ValueError(
+                f"deadline_read_shards ({self.deadline_read_shards}) is for a move to FEWER shards: the "
+                f"count before, above deadline_shards ({self.deadline_shards}). Readers always read "
+                "deadline_shards; remove deadline_read_shards once `python -m ops deadlines --rebalance` "
+                "has emptied the shards above it."
+            )
+        return self
 
 
 class ReportsConfig(_Strict):
@@ -217,6 +248,7 @@ class StageConfig(_Strict):
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     queues: QueueSettings = QueueSettings()
     consumers: ConsumerSettings = ConsumerSettings()
+    http_api: HttpApiSettings = HttpApiSettings()
     payments: PaymentsConfig = PaymentsConfig()
     reports: ReportsConfig = ReportsConfig()
     scores: ScoresConfig = ScoresConfig()

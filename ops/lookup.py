@@ -186,10 +186,14 @@ def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> 
 
     if not reason.strip():
         raise ReplayRefused("a replay needs --reason (the root cause you fixed)")
+    # The stage's deadline shard count, as its sweeper has it: a re-drive writes the index entry.
+    sweeper = next((f for f in app.functions() if "DEADLINE_SHARDS" in f.environment), None)
+    shards = int(sweeper.environment["DEADLINE_SHARDS"]) if sweeper else Settings().deadline_shards
     store = OperationStore(
         operations_table=app.name("payments", "operations"),
         idempotency_table=None,
         ddb_client=app.client("dynamodb"),
+        deadline_shards=shards,
     )
     operation = store.get_operation(operation_id)
     if operation is None:
@@ -215,7 +219,7 @@ def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> 
         payload={"reason": reason, "by": who},
         correlation_id=operation.correlation_id,
     )
-    deps = _Deps(Settings(operations_table=store.table_name), store)
+    deps = _Deps(Settings(operations_table=store.table_name, deadline_shards=shards), store)
     moved = redrive(deps, cause, operation, now)
     record = {
         "at": now.isoformat().replace("+00:00", "Z"),

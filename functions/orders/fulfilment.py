@@ -147,8 +147,8 @@ def reserve_stock(
     envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime | None = None
 ) -> None:
     """OrderCreated -> take every line from stock and mark the order RESERVED, in ONE transaction
-    (marker, reservation record, order, one conditional decrement per SKU); or, when a SKU is short,
-    REJECTED + OrderRejected (with the marker) instead."""
+    (the reservation record -- the step's record --, the order, one conditional decrement per SKU);
+    or, when a SKU is short, REJECTED + OrderRejected in one write of the order instead."""
     order_id = steps.required_id(envelope, "orderId")
     lines = lines_of(envelope)
     order = steps.load(orders.get_order, order_id, envelope, unknown=UnknownOrder)

@@ -11,6 +11,7 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from payments.operations import Status
+from relay import deadlines
 from relay.claim_check import DEFAULT_THRESHOLD_BYTES
 from relay.settings import FunctionEnvironment, OutboxSettings, http_url
 
@@ -39,6 +40,10 @@ class Settings(OutboxSettings):
     legacy_request_keys: bool = False
     terminal_ttl_days: int = Field(30, gt=0)
     failed_ttl_days: int = Field(90, gt=0)
+    # The deadline index's shard count (``relay.deadlines``): what writers hash into. While a stage moves
+    # to FEWER shards, ``deadline_read_shards`` is the count before, so readers still read its shards.
+    deadline_shards: int = Field(deadlines.DEFAULT_SHARDS, ge=1, le=1000)
+    deadline_read_shards: int | None = Field(None, ge=1, le=1000)
     # The lifecycle (stage config ``payments.lifecycle``): how long each step may take before it is
     # given up (its budget, in time), and how long a step may stay silent -- no attempt, no retry
     # scheduled -- before the sweeper takes its message for lost and re-drives it.
@@ -88,6 +93,11 @@ class Settings(OutboxSettings):
         return max(self.deadline_after(moment), min(backoff, give_up))
 
     @property
+    def deadline_shards_to_read(self) -> int:
+        """How many shards readers read: the larger of the count and the read count."""
+        return max(self.deadline_shards, self.deadline_read_shards or 0)
+
+    @property
     def deadlines(self) -> dict[Status, int]:
         """When the sweeper first looks at an operation after it enters each non-terminal state."""
         return {status: self.silence_seconds for status in Status if not status.terminal}
@@ -105,7 +115,8 @@ class Settings(OutboxSettings):
 
 
 # What each function needs (the stack sets exactly these; the function checks them at cold start).
-_TTLS = ("terminal_ttl_days", "failed_ttl_days")
+# An item's lifetime: its TTLs, and where it sits in the deadline index.
+_TTLS = ("terminal_ttl_days", "failed_ttl_days", "deadline_shards", "deadline_read_shards")
 LIFECYCLE = (
     "pending_budget_seconds",
     "payment_budget_seconds",

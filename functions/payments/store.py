@@ -226,11 +226,17 @@ class OperationStore(EntityStore):
     ID_NAMESPACE = uuid.UUID("0b6c1f0e-51a3-4c43-9c5e-5f0f2b7c1a11")
 
     def __init__(
-        self, *, operations_table: str, idempotency_table: str | None, ddb_client: DynamoDBClient
+        self,
+        *,
+        operations_table: str,
+        idempotency_table: str | None,
+        ddb_client: DynamoDBClient,
+        deadline_shards: int = deadlines.DEFAULT_SHARDS,
     ) -> None:
         super().__init__(
             table_name=operations_table, idempotency_table=idempotency_table, ddb_client=ddb_client
         )
+        self.deadline_shards = deadline_shards  # what the writes hash into (the stage's count)
 
     # reads ---------------------------------------------------------------------------------------
 
@@ -257,7 +263,7 @@ class OperationStore(EntityStore):
             "steps": [_step_to_item(s.entry()) for s in operation.steps],
             entity_events.EVENTS_ATTRIBUTE: [entity_events.compact(event)],
             entity_events.SEEN_ATTRIBUTE: {},
-            **deadlines.deadline_attributes(operation.operation_id, deadline),
+            **deadlines.deadline_attributes(operation.operation_id, deadline, self.deadline_shards),
         }
         if operation.correlation_id == operation.operation_id:
             del item["correlationId"]  # read back as the operation's id
@@ -303,7 +309,7 @@ class OperationStore(EntityStore):
             remove |= set(deadlines.LEGACY_ATTRIBUTES)
             # In the new index from now on: until its deadline, or (ended) until its events are out.
             when = rearm if isinstance(rearm, datetime) else plan_moment(plan)
-            stored.update(deadlines.deadline_attributes(plan.entity_id, when))
+            stored.update(deadlines.deadline_attributes(plan.entity_id, when, self.deadline_shards))
             if cause is None:
                 stored[entity_events.SEEN_ATTRIBUTE] = {}  # from now on it records what it processed
         elif isinstance(rearm, datetime):
@@ -366,7 +372,7 @@ class OperationStore(EntityStore):
             .add("redrives", 1)
             .set("lastRedriveAt", now_iso(datetime.now(UTC)))
             .set(entity_events.EVENTS_ATTRIBUTE, [entity_events.compact(event)])
-            .set_all(deadlines.deadline_attributes(operation.operation_id, deadline))
+            .set_all(deadlines.deadline_attributes(operation.operation_id, deadline, self.deadline_shards))
         )
         at = _converted(update, operation)
         return update.write(
@@ -381,7 +387,9 @@ class OperationStore(EntityStore):
     def rearm_write(self, operation: Operation, *, deadline: datetime) -> BusinessWrite:
         """Move the operation's deadline (a step that runs long, found by the sweeper): only if its
         deadline is still the one read. A legacy operation moves to the ``due`` index."""
-        update = Update().set_all(deadlines.deadline_attributes(operation.operation_id, deadline))
+        update = Update().set_all(
+            deadlines.deadline_attributes(operation.operation_id, deadline, self.deadline_shards)
+        )
         at = _converted(update, operation)
         return update.write(
             self.table_name,

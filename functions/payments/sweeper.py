@@ -100,7 +100,10 @@ def sweep(deps: SweepDeps, cause: Envelope, *, now: datetime | None = None) -> S
     moment = now or datetime.now(UTC)
     report = SweepReport()
     store = deps.store
-    for item in deadlines.overdue(store.ddb, store.table_name, moment, limit=MAX_ITEMS_PER_SWEEP):
+    shards = deps.settings.deadline_shards_to_read
+    for item in deadlines.overdue(
+        store.ddb, store.table_name, moment, limit=MAX_ITEMS_PER_SWEEP, shards=shards
+    ):
         # One item that fails (moved on meanwhile, SNS down) must not stop the sweep of the others:
         # counted and logged; the next sweep finds it again.
         try:

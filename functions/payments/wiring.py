@@ -29,6 +29,7 @@ class Wiring(AwsClients):
             # None for the sweeper, which never dedupes (its writes are conditional on what it read).
             idempotency_table=self.settings.idempotency_table,
             ddb_client=self.ddb,
+            deadline_shards=self.settings.deadline_shards,
         )
 
     @functools.cached_property

@@ -22,7 +22,9 @@ Its errors alarm is `ServiceMonitoring`'s, given this consumer by the stack.
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from typing import Any
+
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
@@ -97,7 +99,7 @@ class QueueConsumer(RelayFunction):
             batch_size=batch_size or (fifo_batch if queue.fifo else consumers.batch_size),
             # FIFO queues do not accept a batching window.
             max_batching_window=None if queue.fifo or window == 0 else Duration.seconds(window),
-            max_concurrency=consumers.max_concurrency,
+            max_concurrency=max_concurrency(scope, construct_id, consumers),
             report_batch_item_failures=True,
         )
         self.function.add_event_source(self.event_source)
@@ -148,3 +150,15 @@ def _retry_budget_seconds(
             "retry_budget=) or raise queues.retention_days."
         )
     return budget
+
+
+def consumer_name(scope: Construct, construct_id: str) -> str:
+    """``<service>.<ConstructId>``: how the stage config names one (``max_concurrency_by_consumer``)."""
+    stack = Stack.of(scope)
+    return f"{getattr(stack, 'service', stack.stack_name)}.{construct_id}"
+
+
+def max_concurrency(scope: Construct, construct_id: str, consumers: Any) -> int:
+    """The consumer's own cap from the stage config, else every consumer's."""
+    name = consumer_name(scope, construct_id)
+    return int(consumers.max_concurrency_by_consumer.get(name, consumers.max_concurrency))

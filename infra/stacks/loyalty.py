@@ -87,6 +87,8 @@ class LoyaltyStack(RelayStack):
             name="loyalty-api",
             naming=naming,
             log_retention_days=config.consumers.log_retention_days,
+            throttle_rate=config.http_api.throttle_rate,
+            throttle_burst=config.http_api.throttle_burst,
             removal_policy=keep,
             handler=api_fn,
             routes=[(apigw.HttpMethod.GET, "/customers/{customerId}/points")],

@@ -130,6 +130,8 @@ class PaymentsStack(RelayStack):
             "payments_bucket": bucket.bucket_name,
             "terminal_ttl_days": settings.terminal_ttl_days,
             "failed_ttl_days": settings.failed_ttl_days,
+            "deadline_shards": settings.deadline_shards,
+            "deadline_read_shards": settings.deadline_read_shards,
         }
         lifecycle = settings.lifecycle
         budgets = {name: getattr(lifecycle, name) for name in env.LIFECYCLE}
@@ -160,6 +162,8 @@ class PaymentsStack(RelayStack):
             name="payments-api",
             naming=naming,
             log_retention_days=config.consumers.log_retention_days,
+            throttle_rate=config.http_api.throttle_rate,
+            throttle_burst=config.http_api.throttle_burst,
             removal_policy=keep,
             handler=api_fn,
             routes=[
@@ -304,6 +308,8 @@ class PaymentsStack(RelayStack):
                 events_topic_arn=topic.topic.topic_arn,
                 terminal_ttl_days=settings.terminal_ttl_days,
                 failed_ttl_days=settings.failed_ttl_days,
+                deadline_shards=settings.deadline_shards,
+                deadline_read_shards=settings.deadline_read_shards,
                 claim_check_expiration_days=settings.claim_check_expiration_days,
                 claim_check_warning_days=lifecycle.claim_check_warning_days,
                 **budgets,

@@ -114,6 +114,8 @@ class ScoresStack(RelayStack):
             name="scores-api",
             naming=naming,
             log_retention_days=config.consumers.log_retention_days,
+            throttle_rate=config.http_api.throttle_rate,
+            throttle_burst=config.http_api.throttle_burst,
             removal_policy=keep,
             handler=api_fn,
             routes=[(apigw.HttpMethod.GET, "/agents/{agentId}/scores")],

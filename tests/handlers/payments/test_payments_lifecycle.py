@@ -405,7 +405,7 @@ def test_an_outbox_row_of_the_layout_before_never_published_is_republished_after
                 "correlationId": event.correlation_id,
                 "envelope": event.to_json(),
                 "createdAt": iso(datetime.now(UTC)),
-                deadlines.LEGACY_SHARD_ATTRIBUTE: deadlines.shard_of(event.event_id),
+                deadlines.LEGACY_SHARD_ATTRIBUTE: deadlines.shard_of(event.event_id, deadlines.LEGACY_SHARDS),
                 deadlines.LEGACY_AT_ATTRIBUTE: deadlines.epoch(grace),
             }
         ),

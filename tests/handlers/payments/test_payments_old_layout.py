@@ -236,10 +236,12 @@ def item(infra: Infrastructure, operation_id: str) -> dict[str, Any]:
 
 
 def index_entries(infra: Infrastructure, index: tuple[str, str]) -> set[tuple[str, str]]:
-    """The (pk, sk) of every item in a deadline index, whatever its deadline."""
+    """The (pk, sk) of every item in a deadline index, whatever its deadline and shard."""
+    from relay import deadlines
+
     name, shard_attribute = index
     found: set[tuple[str, str]] = set()
-    for n in range(4):
+    for n in range(max(deadlines.DEFAULT_SHARDS, deadlines.LEGACY_SHARDS)):
         page = infra.ddb.query(
             TableName=OPERATIONS_TABLE,
             IndexName=name,

@@ -129,3 +129,21 @@ def test_ops_replay_redrives_a_stranded_operation_which_then_completes_charged_o
     assert legacy.charges_by_operation() == {operation_id: 1}
     with pytest.raises(lookup.ReplayRefused, match="terminal"):
         lookup.replay(app, operation_id, reason="again")
+
+
+def test_ops_deadlines_shows_the_stages_shards_and_where_each_operation_waits(
+    infra: Infrastructure, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ops import deadlines as ops_deadlines
+    from relay import deadlines
+
+    operation_id = accepted_operation(payment_request())
+    app = world_app(infra)
+
+    assert ops_deadlines.stage_shards(app) == (deadlines.DEFAULT_SHARDS, deadlines.DEFAULT_SHARDS)
+    assert ops_deadlines.run(app, rebalance=True) == 0
+
+    out = capsys.readouterr().out
+    shard = deadlines.shard_of(operation_id, deadlines.DEFAULT_SHARDS)
+    assert "nothing to rebalance" in out
+    assert f"{shard} " in out and "64 shard(s) written, 64 read" in out

@@ -1,15 +1,27 @@
 """Deadlines: a SPARSE index of the items that still owe something, by when they owe it.
 
 An item that is not done yet (a non-terminal operation, an outbox row not yet published) carries two
-attributes: ``deadlineShard`` (one of ``SHARDS`` fixed partition values, from a hash of its id) and
+attributes: ``dueShard`` (one of a stage's shard values, ``open#0`` .. ``open#<count - 1>``, from a hash
+of its id) and
 ``deadlineAt`` (epoch seconds: by then it should have moved on). A global secondary index keyed on
 them (``INDEX_NAME``, projection ALL) holds ONLY those items -- DynamoDB indexes an item only when it
 has the index's key attributes -- so a sweeper finds what is overdue with one Query per shard
 (``deadlineShard = :s AND deadlineAt <= :now``), never a scan, and the index stays as small as the
 work in flight. An item leaves the index when the writer that finishes it REMOVEs both attributes.
 
-The shards spread the index's write traffic over several partitions; their number is part of the
-stored data (a new count needs a backfill), hence a constant here and not configuration.
+The shards spread the index's write traffic over several partitions: each shard value is one index
+partition, good for 1,000 write units a second, and every item costs 2 index writes. The count is
+stage configuration (``payments.deadline_shards``, ``DEFAULT_SHARDS``: 10,000 payments a second put
+20,000 WU/s on the index, 313 per shard, under a third of a partition). It can change on a live
+table, because a reader reads ``max(count, read_count)`` shards and shard ``open#n`` means the same
+under every count:
+
+* **more shards**: deploy the new count. Writers hash into it; the sweeper reads it, which includes
+  every shard of the smaller count, so the items written before are still found (and leave the index
+  as they end). Nothing to backfill.
+* **fewer shards**: deploy the new count with ``deadline_read_shards`` = the old one (write the new
+  count, read both); ``rebalance`` moves every item still in a shard at or above the new count
+  (``python -m ops deadlines --rebalance``); then deploy without ``deadline_read_shards``.
 
 Two indexes, one of them legacy:
 
@@ -44,25 +56,32 @@ LEGACY_INDEX_NAME = "by-deadline"
 LEGACY_SHARD_ATTRIBUTE = "deadlineShard"
 LEGACY_AT_ATTRIBUTE = "deadlineAt"
 LEGACY_ATTRIBUTES = (LEGACY_SHARD_ATTRIBUTE, LEGACY_AT_ATTRIBUTE)
-SHARDS = 4
+DEFAULT_SHARDS = 64
+# The legacy index was written with this many shards, and is only read now.
+LEGACY_SHARDS = 4
+_PREFIX = "open#"
 
 
-def shard_of(item_id: str) -> str:
+def shard_of(item_id: str, count: int = DEFAULT_SHARDS) -> str:
     """The shard an item's id belongs to (stable: sha256, not Python's randomized ``hash``)."""
-    return f"open#{int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % SHARDS}"
+    return f"{_PREFIX}{int(hashlib.sha256(item_id.encode()).hexdigest()[:8], 16) % count}"
 
 
-def all_shards() -> list[str]:
-    return [f"open#{n}" for n in range(SHARDS)]
+def all_shards(count: int = DEFAULT_SHARDS) -> list[str]:
+    return [f"{_PREFIX}{n}" for n in range(count)]
+
+
+def shard_number(shard: str) -> int:
+    return int(shard.removeprefix(_PREFIX))
 
 
 def epoch(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
-def deadline_attributes(item_id: str, at: datetime) -> dict[str, Any]:
-    """The two index attributes for an item that owes something by ``at``."""
-    return {SHARD_ATTRIBUTE: shard_of(item_id), AT_ATTRIBUTE: epoch(at)}
+def deadline_attributes(item_id: str, at: datetime, shards: int = DEFAULT_SHARDS) -> dict[str, Any]:
+    """The two index attributes for an item that owes something by ``at`` (``shards``: the stage's count)."""
+    return {SHARD_ATTRIBUTE: shard_of(item_id, shards), AT_ATTRIBUTE: epoch(at)}
 
 
 def deadline_of(item: dict[str, Any]) -> int | None:
@@ -80,46 +99,97 @@ def overdue(
     *,
     limit: int | None = None,
     legacy: bool = True,
+    shards: int = DEFAULT_SHARDS,
 ) -> Iterator[dict[str, Any]]:
     """The key (and, from the legacy index, the whole item) of every item of ``table_name`` whose
     deadline is at or before ``now``, oldest deadline first per shard, the ``due`` index first, at most
-    ``limit`` in all (the rest are found by the next sweep). The indexes are eventually consistent:
-    re-read an item consistently before acting on it."""
+    ``limit`` in all (the rest are found by the next sweep). ``shards``: how many shards to read (the
+    larger of the stage's count and its read count). The indexes are eventually consistent: re-read an
+    item consistently before acting on it."""
     found = 0
-    indexes = [(INDEX_NAME, SHARD_ATTRIBUTE, AT_ATTRIBUTE)]
+    indexes = [(INDEX_NAME, SHARD_ATTRIBUTE, AT_ATTRIBUTE, shards)]
     if legacy:
-        indexes.append((LEGACY_INDEX_NAME, LEGACY_SHARD_ATTRIBUTE, LEGACY_AT_ATTRIBUTE))
-    for index_name, shard_attribute, at_attribute in indexes:
-        for item in _overdue_in(ddb, table_name, now, index_name, shard_attribute, at_attribute):
+        indexes.append((LEGACY_INDEX_NAME, LEGACY_SHARD_ATTRIBUTE, LEGACY_AT_ATTRIBUTE, LEGACY_SHARDS))
+    for index_name, shard_attribute, at_attribute, count in indexes:
+        for item in _due_in(ddb, table_name, index_name, shard_attribute, at_attribute, count, epoch(now)):
             if limit is not None and found >= limit:
                 return
             found += 1
             yield item
 
 
-def _overdue_in(
+def _due_in(
     ddb: DynamoDBClient,
     table_name: str,
-    now: datetime,
     index_name: str,
     shard_attribute: str,
     at_attribute: str,
+    count: int,
+    until: int,
 ) -> Iterator[dict[str, Any]]:
-    for shard in all_shards():
-        start: dict[str, Any] | None = None
-        while True:
-            params: dict[str, Any] = {
-                "TableName": table_name,
-                "IndexName": index_name,
-                "KeyConditionExpression": "#s = :s AND #at <= :now",
-                "ExpressionAttributeNames": {"#s": shard_attribute, "#at": at_attribute},
-                "ExpressionAttributeValues": {":s": {"S": shard}, ":now": {"N": str(epoch(now))}},
-            }
-            if start:
-                params["ExclusiveStartKey"] = start
-            page = ddb.query(**params)
-            for raw in page.get("Items", []):
-                yield deserialize_item(raw)
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                break
+    for shard in all_shards(count):
+        yield from _in_shard(ddb, table_name, index_name, shard_attribute, at_attribute, shard, until)
+
+
+def _in_shard(
+    ddb: DynamoDBClient,
+    table_name: str,
+    index_name: str,
+    shard_attribute: str,
+    at_attribute: str,
+    shard: str,
+    until: int,
+) -> Iterator[dict[str, Any]]:
+    start: dict[str, Any] | None = None
+    while True:
+        params: dict[str, Any] = {
+            "TableName": table_name,
+            "IndexName": index_name,
+            "KeyConditionExpression": "#s = :s AND #at <= :now",
+            "ExpressionAttributeNames": {"#s": shard_attribute, "#at": at_attribute},
+            "ExpressionAttributeValues": {":s": {"S": shard}, ":now": {"N": str(until)}},
+        }
+        if start:
+            params["ExclusiveStartKey"] = start
+        page = ddb.query(**params)
+        for raw in page.get("Items", []):
+            yield deserialize_item(raw)
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return
+
+
+_ALWAYS = 2**53  # a deadline no item has: every item of a shard is "due" by then
+
+
+def _items_of(ddb: DynamoDBClient, table_name: str, shard: str) -> Iterator[dict[str, Any]]:
+    return _in_shard(ddb, table_name, INDEX_NAME, SHARD_ATTRIBUTE, AT_ATTRIBUTE, shard, _ALWAYS)
+
+
+def rebalance(ddb: DynamoDBClient, table_name: str, *, shards: int, read_shards: int) -> int:
+    """Move every item of the ``due`` index that sits in a shard at or above ``shards`` (up to
+    ``read_shards``) into one below it: the backfill of a change to fewer shards. Each move is
+    conditional on the item still being where it was found (an item that ended or moved meanwhile is
+    left alone). Returns how many items moved."""
+    moved = 0
+    for shard in all_shards(read_shards)[shards:]:
+        for item in _items_of(ddb, table_name, shard):
+            pk = str(item["pk"])
+            try:
+                ddb.update_item(
+                    TableName=table_name,
+                    Key={"pk": {"S": pk}, "sk": {"S": str(item["sk"])}},
+                    UpdateExpression="SET #s = :to",
+                    ConditionExpression="#s = :from",
+                    ExpressionAttributeNames={"#s": SHARD_ATTRIBUTE},
+                    ExpressionAttributeValues={":to": {"S": shard_of(pk, shards)}, ":from": {"S": shard}},
+                )
+            except ddb.exceptions.ConditionalCheckFailedException:
+                continue
+            moved += 1
+    return moved
+
+
+def shard_counts(ddb: DynamoDBClient, table_name: str, *, read_shards: int) -> dict[str, int]:
+    """How many items each shard of the ``due`` index holds."""
+    return {shard: sum(1 for _ in _items_of(ddb, table_name, shard)) for shard in all_shards(read_shards)}
