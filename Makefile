@@ -160,8 +160,9 @@ test-profile: $(BIN)/.installed node_modules/.installed $(CHECKOV_VENV)/.install
 cost: $(BIN)/.sandbox-installed node_modules/.installed ## $ per 1M operations per flow: every AWS request counted in the sandbox, priced (bench/prices.json); figures in .sandbox/cost.json
 	PYTHONPATH=. $(BIN)/python bench/cost.py
 
+SIZES ?= 200,2000
 cost-scale: $(BIN)/.sandbox-installed node_modules/.installed ## do a payment's requests grow with volume? the payments flow at 200 and 2,000 (SIZES=a,b) and the sweeper with that many open; exit 1 if a per-payment count grows over 10 %
-	PYTHONPATH=. $(BIN)/python -m bench.scale_check --sizes $(or $(SIZES),200,2000)
+	PYTHONPATH=. $(BIN)/python -m bench.scale_check --sizes $(SIZES)
 
 capacity: $(BIN)/.sandbox-installed ## capacity on paper at RATE operations/s (FLOW=payments, STAGE=dev|prod): each table, key, index shard, queue, topic, function and API beside its AWS quota (bench/quotas.json), the first to bind and the quotas to raise; reads make cost's .sandbox/cost.json
 	@if [ -z "$(RATE)" ]; then echo "error: RATE is required: make capacity RATE=1000 [FLOW=payments]" >&2; exit 2; fi
