@@ -148,12 +148,12 @@ class Sandbox:
             "SHIPPING_API_URL": self.shipping.start(),
         }
         self.receiver.start()
-        self.receiver.set_signing_secret(self._notice_signing_key())
+        self.receiver.set_signing_secret(self.notice_signing_key())
         self.log(
             f"fakes: legacy payments {fakes['LEGACY_PAYMENTS_URL']}, invoice API {fakes['INVOICE_API_URL']}, "
             f"report API {fakes['REPORT_API_URL']}, report-ready webhook {fakes['NOTIFY_WEBHOOK_URL']}, "
             f"shipping API {fakes['SHIPPING_API_URL']}, "
-            f"payments callback receiver {self.receiver.base_url} (verifies Relay-Signature)"
+            f"payments callback receiver {self.receiver.base_url} (verifies the Standard Webhooks signature)"
         )
         scaled = self._scale_time(cfg.time_scale) if cfg.time_scale != 1.0 else {}
         overrides: dict[str, dict[str, str]] = {}
@@ -411,7 +411,7 @@ class Sandbox:
         finally:
             duplicates.set(before)
 
-    def _notice_signing_key(self) -> str | None:
+    def notice_signing_key(self) -> str | None:
         """The completion notices' HMAC key, as the notice sender reads it (its function's variable)."""
         from local.emulator import client
 

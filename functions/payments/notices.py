@@ -12,8 +12,10 @@ that answered 2xx is never notified again, whatever the duplicate deliveries -- 
 was lost. The body is built from the terminal state alone, so every attempt sends the same bytes'
 worth of JSON (only the signature's timestamp changes).
 
-Signed: ``Relay-Signature: t=<unix>,v1=<hex>`` (``relay.signing``), HMAC-SHA256 with the deployment's
-secret (Secrets Manager, read through Powertools' cache) over ``<t>.`` + the exact body bytes.
+Signed as a Standard Webhook (``relay.signing``): ``webhook-id`` (the idempotency key above, the same
+on every attempt), ``webhook-timestamp`` and ``webhook-signature: v1,<base64 HMAC-SHA256>`` over
+``<id>.<timestamp>.`` + the exact body bytes, keyed with the deployment's ``whsec_`` secret (Secrets
+Manager, read through Powertools' cache); a receiver verifies with any Standard Webhooks library.
 
 Failures: the URL is checked again before each send (``relay.callback_urls``: DNS may have changed
 since it was accepted); a host that does not resolve now is retried; a refused URL or a 4xx (other
@@ -109,7 +111,7 @@ def send_notice(envelope: Envelope, deps: NoticeDeps) -> None:
         SIDE_EFFECT,
         body,
         downstream_key=notice_key(operation_id),
-        sign=lambda data: signature_headers(deps.secret())(data),
+        sign=lambda data: signature_headers(deps.secret(), notice_key(operation_id))(data),
     )
     if sent:
         record_metric("NoticeSent", event_type=envelope.event_type)

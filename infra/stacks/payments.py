@@ -247,7 +247,8 @@ class PaymentsStack(RelayStack):
         signing_key = secretsmanager.Secret(
             self,
             "NoticeSigningKey",
-            description="HMAC-SHA256 key that signs payments completion notices (Relay-Signature)",
+            description="HMAC-SHA256 key that signs payments completion notices (Standard Webhooks: "
+            "receivers get whsec_ and this value)",
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 exclude_punctuation=True, password_length=64
             ),
@@ -257,8 +258,8 @@ class PaymentsStack(RelayStack):
                 id="AwsSolutions::AwsSolutions-SMG4",
                 reason="Receivers hold a copy of this key to verify notices; rotating it automatically "
                 "would make every receiver reject notices until it is handed the new key. Rotate by "
-                "hand: verify accepts several v1 signatures, so receivers can take the new key first "
-                "(README, 'Completion notices').",
+                "hand: the secret may hold the new and the old key, space-separated, and each notice "
+                "then carries a signature by both (README, 'Completion notices').",
             )
         )
         notifier = QueueConsumer(

@@ -1,5 +1,5 @@
 """Fake of a webhook receiver (a report-ready subscriber, a client's ``callbackUrl``): records every
-notification it receives and, given a signing secret, checks each one's ``Relay-Signature``.
+notification it receives and, given a signing secret, checks each one's Standard Webhooks signature.
 
 It does NOT deduplicate by ``Idempotency-Key`` (a naive subscriber acts on every POST), so
 ``deliveries_by_key()`` shows exactly how many times the notifier made it act: the notifier's
@@ -7,14 +7,14 @@ It does NOT deduplicate by ``Idempotency-Key`` (a naive subscriber acts on every
 
 Signatures: with a secret (``WebhookFake(signing_secret=...)``, ``set_signing_secret`` or ``POST
 /_admin/signing-secret``), each delivery records ``signature``: ``"valid"``, or ``"invalid: <why>"``
-(``relay.signing.verify`` over the raw body bytes and the ``Relay-Signature`` header). Without one,
+(``relay.signing.verify`` over the raw body bytes and the ``webhook-*`` headers). Without one,
 ``"unsigned"``: nothing was checked. Deliveries are recorded either way (a receiver that refuses a
 bad signature still got the POST): ``notices_by_key() == {key: {"valid": 1}}`` is the assertion that
 a notice arrived once, signed.
 
 HTTP API (business calls pass through the common fault knobs of ``FaultKnobs`` first):
     POST /<any path>                 204; the body and headers are recorded as a delivery
-    GET  /_admin/deliveries          {"deliveries": [{path, key, headers, body, signature, at}]}
+    GET  /_admin/deliveries          {"deliveries": [{path, key, headers, body, raw, signature, at}]}
     GET  /_admin/deliveries-by-key   {Idempotency-Key: count}
     GET  /_admin/notices-by-key      {Idempotency-Key: {signature verdict: count}}
     POST /_admin/signing-secret      {"secret": "..."} checks signatures from now on; {"secret": null} stops
@@ -130,6 +130,7 @@ class WebhookFake(FakeService[WebhookKnobs]):
             "key": request.idempotency_key,
             "headers": dict(request.headers),
             "body": body,
+            "raw": request.body.decode("utf-8", errors="replace"),  # the bytes a verifier checks
             "signature": UNSIGNED if secret is None else _verdict(secret, request),
             "at": utc_now(),
         }
@@ -177,10 +178,10 @@ def _check_secret(secret: str | None) -> None:
 def _verdict(secret: str, request: Request) -> str:
     if importlib.util.find_spec("relay") is None:
         sys.path.append(str(_KERNEL_DIR))  # appended: a relay already on the path always wins
-    from relay.signing import SIGNATURE_HEADER, SignatureError, verify
+    from relay.signing import SignatureError, verify
 
     try:
-        verify(secret, request.body, request.header(SIGNATURE_HEADER))
-    except SignatureError as exc:
+        verify(secret, request.body, dict(request.headers))
+    except (SignatureError, ValueError) as exc:
         return f"invalid: {exc}"
     return VALID

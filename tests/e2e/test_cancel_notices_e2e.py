@@ -1,6 +1,7 @@
 """Cancellation and completion notices end to end in the sandbox: a PENDING operation cancelled over
 HTTP is never charged and its order's client hears CANCELLED; a completed one's callback receives exactly
-one notice whose Relay-Signature verifies with the stack's key, even when every notices batch is
+one notice whose Standard Webhooks signature verifies with the stack's key (the `standardwebhooks`
+library's one call, as a receiver makes it), even when every notices batch is
 delivered twice; a repeated cancel answers the same; a submitted one answers 409."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import time
 from typing import Any
 
 import requests
+from standardwebhooks.webhooks import Webhook
 
 from local.sandbox import Sandbox
 from tests.e2e import api
@@ -48,6 +50,12 @@ def test_a_completed_payment_notifies_its_callback_once_validly_signed_under_dup
 
     (delivery,) = [d for d in sandbox.receiver.deliveries() if d["key"] == f"{operation_id}:notice"]
     assert delivery["body"]["status"] == "COMPLETED" and delivery["body"]["operationId"] == operation_id
+    key = sandbox.notice_signing_key()
+    assert key is not None
+    verified = Webhook("whsec_" + key.removeprefix("whsec_")).verify(
+        delivery["raw"].encode(), delivery["headers"]
+    )
+    assert verified == delivery["body"]
     assert sandbox.legacy.charges_by_operation().get(operation_id) == 1
 
 

@@ -6,6 +6,7 @@ Here rather than in tests/unit: the fake is a real HTTP server on 127.0.0.1 (tes
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 
 import pytest
@@ -15,7 +16,8 @@ from local.fakes.webhook import WebhookFake
 from relay.http import WebhookClient
 from relay.signing import SIGNATURE_HEADER, sign, signature_headers
 
-SECRET = "whsec-test-1"
+SECRET = "whsec_" + base64.b64encode(b"test-secret-of-32-bytes-or-more!").decode()
+OTHER = "whsec_" + base64.b64encode(b"someone-else-s-secret-of-32-byte").decode()
 KEY = "op-1:completed"
 NOTICE = {"operationId": "op-1", "status": "COMPLETED", "amount": "12.50"}
 TIMEOUT = 5.0
@@ -38,17 +40,18 @@ def only_verdict(hook: WebhookFake) -> str:
 
 
 def test_a_notice_signed_with_the_receivers_secret_is_valid(hook: WebhookFake) -> None:
-    answer = client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET))
+    answer = client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET, KEY))
 
     assert answer == {"status": 204}
     assert only_verdict(hook) == "valid"
     (delivery,) = hook.deliveries()
-    assert delivery["body"] == NOTICE and SIGNATURE_HEADER.lower() in delivery["headers"]
+    assert delivery["body"] == NOTICE and SIGNATURE_HEADER in delivery["headers"]
+    assert delivery["headers"]["webhook-id"] == KEY == delivery["key"]  # webhook-id is the idempotency key
     assert hook.notices_by_key() == {KEY: {"valid": 1}}
 
 
 def test_a_notice_signed_with_another_secret_is_invalid(hook: WebhookFake) -> None:
-    client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers("whsec-someone-else"))
+    client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(OTHER, KEY))
 
     verdict = only_verdict(hook)
     assert verdict.startswith("invalid: ") and "does not match the body" in verdict
@@ -58,12 +61,12 @@ def test_a_notice_sent_without_sign_is_invalid_for_a_receiver_that_checks(hook: 
     client(hook).send(NOTICE, idempotency_key=KEY)
 
     verdict = only_verdict(hook)
-    assert verdict.startswith("invalid: ") and "no Relay-Signature header" in verdict
+    assert verdict.startswith("invalid: ") and "no webhook-signature header" in verdict
 
 
 def test_a_receiver_without_a_secret_records_every_notice_as_unsigned() -> None:
     with WebhookFake() as unchecked:
-        client(unchecked).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET))
+        client(unchecked).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET, KEY))
         client(unchecked).send(NOTICE, idempotency_key=KEY)
 
         assert unchecked.notices_by_key() == {KEY: {"unsigned": 2}}
@@ -73,7 +76,7 @@ def test_the_signature_is_over_the_bytes_sent_not_a_re_encoding_of_the_notice(ho
     # Signing what post_json sends (compact, sorted keys) and sending other bytes of the same JSON fails.
     sent = b'{"amount":"12.50","operationId":"op-1","status":"COMPLETED"}'
     other_spacing = b'{"amount": "12.50", "operationId": "op-1", "status": "COMPLETED"}'
-    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(SECRET, sent)}
+    headers = {"Content-Type": "application/json", **sign(SECRET, KEY, sent)}
 
     requests.post(f"{hook.base_url}/notices", data=sent, headers=headers, timeout=TIMEOUT)
     requests.post(f"{hook.base_url}/notices", data=other_spacing, headers=headers, timeout=TIMEOUT)
@@ -83,8 +86,8 @@ def test_the_signature_is_over_the_bytes_sent_not_a_re_encoding_of_the_notice(ho
 
 
 def test_notices_are_counted_per_key_and_verdict_and_served_as_an_admin_view(hook: WebhookFake) -> None:
-    client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET))
-    client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET))
+    client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET, KEY))
+    client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET, KEY))
     client(hook).send(NOTICE, idempotency_key="op-2:completed")
 
     counts = hook.notices_by_key()
@@ -102,14 +105,14 @@ def test_the_secret_can_be_set_and_cleared_at_run_time_and_reset_restores_the_co
 
         answer = requests.post(url, json={"secret": SECRET}, timeout=TIMEOUT)
         assert answer.status_code == 200 and SECRET not in answer.text  # never echoed
-        client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET))
+        client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET, KEY))
         assert requests.post(url, json={"secret": None}, timeout=TIMEOUT).status_code == 200
-        client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET))
+        client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET, KEY))
         assert hook.notices_by_key() == {KEY: {"valid": 1, "unsigned": 1}}
 
         hook.set_signing_secret(SECRET)
         hook.reset()
-        client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET))
+        client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET, KEY))
         assert hook.notices_by_key() == {KEY: {"unsigned": 1}}
 
 
@@ -120,5 +123,5 @@ def test_the_admin_route_refuses_a_secret_that_is_not_a_non_empty_string(
     answer = requests.post(f"{hook.base_url}/_admin/signing-secret", json=payload, timeout=TIMEOUT)
 
     assert answer.status_code == 400 and "non-empty string" in answer.json()["message"]
-    client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET))
+    client(hook).send(NOTICE, idempotency_key=KEY, sign=signature_headers(SECRET, KEY))
     assert only_verdict(hook) == "valid"  # the secret in force is unchanged

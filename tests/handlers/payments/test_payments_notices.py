@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from standardwebhooks.webhooks import Webhook
 
 from local.fakes.invoice_api import InvoiceApiFake
 from local.fakes.legacy_payments import LegacyPaymentsFake
@@ -68,7 +69,13 @@ def test_a_completed_operation_notifies_its_callback_once_signed_with_the_deploy
 
     (notice,) = notices(receiver)
     assert notice["signature"] == "valid"
-    assert notice["key"] == f"{operation_id}:notice"
+    assert notice["key"] == f"{operation_id}:notice" == notice["headers"]["webhook-id"]
+    # What a receiver does: one call of the Standard Webhooks library, with the key handed out as whsec_.
+    handed_out = "whsec_" + signing_secret(infra).removeprefix("whsec_")
+    assert (
+        Webhook(handed_out).verify(notice["raw"].encode(), notice["headers"])["operationId"] == operation_id
+    )
+    assert "relay-signature" not in notice["headers"]
     item = infra.operation_item(operation_id)
     assert item is not None and item["status"] == "COMPLETED"
     assert notice["body"] == {
