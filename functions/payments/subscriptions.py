@@ -12,7 +12,8 @@ timestamp for tracing, and the attributes stay readable past SQS's 10-attribute 
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 PAYMENT_REQUESTED: Final = "PaymentRequested"
 PAYMENT_STATUS_CHECK_DUE: Final = "PaymentStatusCheckDue"  # sent by the payment worker to itself, no SNS
@@ -47,7 +48,26 @@ NOTICE_EVENTS: Final = (
     INVOICE_FAILED,
     OPERATION_CANCELLED,
 )
-NOTICES_FILTER: Final[dict[str, list[str]]] = {"eventType": list(NOTICE_EVENTS)}
+# Only the operations that gave a callbackUrl: the publisher sets ``notice`` on their terminal events
+# (``message_attributes``), so the others never reach the notices queue, its poll or its function.
+NOTICE_ATTRIBUTE: Final = "notice"
+NOTICE_WANTED: Final = "yes"
+NOTICES_FILTER: Final[dict[str, list[str]]] = {
+    "eventType": list(NOTICE_EVENTS),
+    NOTICE_ATTRIBUTE: [NOTICE_WANTED],
+}
 # The sweeper's schedule puts this (an envelope) on the sweeps queue.
 SWEEP_DUE: Final = "SweepDue"
 RAW_DELIVERY: Final = False
+
+
+def message_attributes(envelope: Any, item: Mapping[str, Any]) -> dict[str, str]:
+    """Payments' own message attributes for an event (``relay.outbox.MessageAttributes``): ``notice``
+    on a terminal event, "yes" when the operation asked for one (its item has a ``callbackUrl``).
+
+    An outbox row written before the one-write layout does not hold the operation: its terminal event
+    gets "yes" too, and the notice sender, which reads the operation, sends nothing without a URL."""
+    if envelope.event_type not in NOTICE_EVENTS:
+        return {}
+    legacy_row = item.get("kind") == "outbox"
+    return {NOTICE_ATTRIBUTE: NOTICE_WANTED if legacy_row or item.get("callbackUrl") else "no"}

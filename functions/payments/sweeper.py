@@ -48,7 +48,7 @@ from payments.step_rules import (
     plan_step,
 )
 from payments.store import OPERATION_SK, is_moved, operation_id_of, operation_key
-from payments.subscriptions import PAYMENT_RECONCILIATION_DUE
+from payments.subscriptions import PAYMENT_RECONCILIATION_DUE, message_attributes
 from relay import deadlines
 from relay.envelope import Envelope, new_envelope
 from relay.idempotency import serialize_item
@@ -207,9 +207,10 @@ def step_deadline(settings: Settings, operation: Operation) -> datetime:
 
 def _publish_item_events(deps: SweepDeps, operation: Operation) -> int:
     events = deps.store.events_of(operation.operation_id)
-    publish = sns_publisher(deps.settings.require("events_topic_arn"), deps.sns)
+    publish = sns_publisher(deps.settings.require("events_topic_arn"), deps.sns, message_attributes)
+    item = {"callbackUrl": operation.callback_url} if operation.callback_url else {}
     for event in events:
-        publish(event, {})
+        publish(event, item)
     if events:
         logger().warning(
             "operation's events re-published by the sweeper",
@@ -333,7 +334,7 @@ def _republish(deps: SweepDeps, row: dict[str, Any], report: SweepReport) -> Non
     """Publish an outbox row the stream publisher never got to, then mark it like the publisher does
     (a publish racing the stream publisher is a duplicate, which consumers dedupe by eventId)."""
     envelope = Envelope.from_json(str(row["envelope"]))
-    sns_publisher(deps.settings.require("events_topic_arn"), deps.sns)(envelope, row)
+    sns_publisher(deps.settings.require("events_topic_arn"), deps.sns, message_attributes)(envelope, row)
     mark_published(deps.store.ddb, deps.store.table_name, serialize_item({"pk": row["pk"], "sk": row["sk"]}))
     report.republished += 1
     logger().warning(

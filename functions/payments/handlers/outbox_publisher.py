@@ -1,7 +1,8 @@
 """Outbox publisher: operations-table stream -> SNS ``payment-events`` (kernel ``publish_outbox_batch``).
 
 The events an operation write put into the item (``ev``: in the record's NEW image and not in its
-OLD one) are published with the ``eventType`` message attribute the subscriptions filter on; an ended
+OLD one) are published with the ``eventType`` message attribute the subscriptions filter on (and
+``notice`` on a terminal event: ``payments.subscriptions.message_attributes``); an ended
 operation then leaves the deadline index. Outbox rows written before the one-write layout (INSERTs of
 ``kind = outbox``) are still published and marked ``publishedAt``. A crash in between publishes again:
 consumers dedupe on the stable eventId.
@@ -24,6 +25,7 @@ delivery is the better choice for high-volume analytics-style consumers (orders 
 from __future__ import annotations
 
 from payments.settings import OUTBOX_PUBLISHER
+from payments.subscriptions import message_attributes
 from payments.wiring import wiring
 from relay.outbox import outbox_handler
 
@@ -31,4 +33,5 @@ handler = outbox_handler(
     wiring.checked(OUTBOX_PUBLISHER),
     topic_arn=lambda w: w.settings.require("events_topic_arn"),
     table_name=lambda w: w.settings.require("operations_table"),
+    attributes=message_attributes,
 )

@@ -103,11 +103,37 @@ def test_an_operation_without_a_callback_sends_nothing(
     infra: Infrastructure, legacy: LegacyPaymentsFake, invoice_api: InvoiceApiFake, receiver: WebhookFake
 ) -> None:
     operation_id = accepted_operation(payment_request())
-    Pump(infra).run()
+    pump = Pump(infra)
+    pump.run()
 
     assert infra.operation_item(operation_id)["status"] == "COMPLETED"  # type: ignore[index]
     assert receiver.deliveries() == []
     assert infra.receive_all(infra.queues["notices"].dlq_url) == []
+    # The terminal event never reached the notices queue: its SNS filter wants notice=yes.
+    assert pump.invocations.get("notices", 0) == 0
+
+
+def test_only_terminal_events_of_operations_with_a_callback_carry_notice_yes() -> None:
+    from payments.subscriptions import NOTICES_FILTER, message_attributes
+    from relay.envelope import new_envelope
+
+    def event(event_type: str) -> object:
+        return new_envelope(
+            event_type,
+            identity=["op-1", event_type],
+            ids={"operationId": "op-1"},
+            payload={},
+            correlation_id="c",
+        )
+
+    assert NOTICES_FILTER["notice"] == ["yes"]
+    assert message_attributes(event("OperationCompleted"), {"callbackUrl": "https://x.example/n"}) == {
+        "notice": "yes"
+    }
+    assert message_attributes(event("OperationCompleted"), {}) == {"notice": "no"}
+    assert message_attributes(event("PaymentRequested"), {"callbackUrl": "https://x.example/n"}) == {}
+    # A row of the old layout does not hold the operation: "yes", and the sender reads the operation.
+    assert message_attributes(event("PaymentFailed"), {"kind": "outbox"}) == {"notice": "yes"}
 
 
 def test_a_cancelled_operation_is_notified_with_its_status_and_reason(

@@ -94,18 +94,23 @@ def _default_client(service: str) -> Any:
     return boto3.client(service)  # type: ignore[call-overload]  # the service is a parameter
 
 
+# A service's own message attributes for an event, from the event and the item it came from (the
+# entity item's NEW image, or the legacy outbox row): what a subscription filters on beyond eventType.
+MessageAttributes = Callable[[Envelope, Mapping[str, Any]], Mapping[str, str]]
+
+
 def sns_publisher(
-    topic_arn: str, sns_client: SNSClient | None = None
+    topic_arn: str, sns_client: SNSClient | None = None, attributes: MessageAttributes | None = None
 ) -> Callable[[Envelope, Mapping[str, Any]], None]:
     """Publish an envelope to SNS with the ``eventType`` (and ``correlationId``) message attributes
-    that subscription filter policies match on."""
+    that subscription filter policies match on, and the service's own (``attributes``)."""
 
     def publish(envelope: Envelope, row: Mapping[str, Any]) -> None:
         client = sns_client if sns_client is not None else _default_client("sns")
         params: dict[str, Any] = {
             "TopicArn": topic_arn,
             "Message": envelope.to_json(),
-            "MessageAttributes": _sns_attributes(envelope),
+            "MessageAttributes": _sns_attributes(envelope, row, attributes),
         }
         if topic_arn.endswith(".fifo"):
             params["MessageGroupId"] = str(row.get("messageGroupId") or envelope.event_type)
@@ -122,15 +127,19 @@ PUBLISH_BATCH_ENTRIES = 10
 PUBLISH_BATCH_BYTES = 250 * 1024
 
 
-def _sns_attributes(envelope: Envelope) -> dict[str, Any]:
+def _sns_attributes(
+    envelope: Envelope, row: Mapping[str, Any], attributes: MessageAttributes | None = None
+) -> dict[str, Any]:
+    own = dict(attributes(envelope, row)) if attributes is not None else {}
     return {
+        **{name: {"DataType": "String", "StringValue": value} for name, value in own.items()},
         "eventType": {"DataType": "String", "StringValue": envelope.event_type},
         "correlationId": {"DataType": "String", "StringValue": envelope.correlation_id},
     }
 
 
 def sns_batch_publisher(
-    topic_arn: str, sns_client: SNSClient | None = None
+    topic_arn: str, sns_client: SNSClient | None = None, attributes: MessageAttributes | None = None
 ) -> Callable[[list[tuple[Envelope, Mapping[str, Any]]]], list[BaseException | None]]:
     """Publish envelopes IN ORDER with PublishBatch (the same attributes as ``sns_publisher``); returns,
     per envelope, None when SNS took it or why not. Stops at the first failure: what follows it is
@@ -153,7 +162,7 @@ def sns_batch_publisher(
                 entry: dict[str, Any] = {
                     "Id": str(index),
                     "Message": envelope.to_json(),
-                    "MessageAttributes": _sns_attributes(envelope),
+                    "MessageAttributes": _sns_attributes(envelope, row, attributes),
                 }
                 if topic_arn.endswith(".fifo"):
                     entry["MessageGroupId"] = str(row.get("messageGroupId") or envelope.event_type)
@@ -249,6 +258,7 @@ def publish_outbox_batch(
     table_name: str | None = None,
     bus: BusRoute | None = None,
     events_client: Any = None,
+    attributes: MessageAttributes | None = None,
 ) -> dict[str, Any]:
     """DynamoDB-stream consumer body; returns ``{"batchItemFailures": [{"itemIdentifier": seq}]}``.
 
@@ -278,7 +288,7 @@ def publish_outbox_batch(
             for r in stream_event.get("Records", [])
             for envelope, row in _publishable(r)
         ]
-        outcomes = sns_batch_publisher(topic_arn, sns_client)([(e, row) for _, e, row in rows])
+        outcomes = sns_batch_publisher(topic_arn, sns_client, attributes)([(e, row) for _, e, row in rows])
         for (sequence, _, _), outcome in zip(rows, outcomes, strict=True):
             if published.get(sequence) is None:
                 published[sequence] = outcome
@@ -335,9 +345,10 @@ def _publishable(raw: Mapping[str, Any]) -> list[tuple[Envelope, dict[str, Any]]
     events = entity_events.new_events(raw)
     if not events:
         return []
-    image = (raw.get("dynamodb") or {}).get("NewImage") or {}
-    group = entity_events.image_value(image, "messageGroupId")
-    context = {"messageGroupId": group} if group else {}
+    # The item the events came from, for the message group and the service's own attributes.
+    image = dict((raw.get("dynamodb") or {}).get("NewImage") or {})
+    image.pop(entity_events.EVENTS_ATTRIBUTE, None)
+    context = deserialize_item(image)
     return [(event, context) for event in events]
 
 
@@ -426,6 +437,7 @@ def outbox_handler[W: AwsClients](
     topic_arn: Callable[[W], str],
     table_name: Callable[[W], str],
     bus: Callable[[W], BusRoute] | None = None,
+    attributes: MessageAttributes | None = None,
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     """The Lambda handler of a table's outbox publisher (the table stream's consumer): Powertools
     logging with the Lambda context and tracing (``relay.observability``), the function's wiring
@@ -459,6 +471,7 @@ def outbox_handler[W: AwsClients](
             table_name=table_name(wired),
             bus=bus(wired) if bus is not None else None,
             events_client=wired.events if bus is not None else None,
+            attributes=attributes,
         )
 
     return handler
