@@ -18,8 +18,9 @@ on every attempt), ``webhook-timestamp`` and ``webhook-signature: v1,<base64 HMA
 Manager, read through Powertools' cache); a receiver verifies with any Standard Webhooks library.
 
 Failures: the URL is checked again before each send (``relay.callback_urls``: DNS may have changed
-since it was accepted); a host that does not resolve now is retried; a refused URL or a 4xx (other
-than 408/429) is parked with the reason; a 3xx is parked (redirects are never followed); timeouts,
+since it was accepted), and the send connects to the address that check vetted; a host that does not
+resolve now is retried; a refused URL or a 4xx (other than 408/429) is parked with the reason; a 3xx
+is parked (redirects are never followed); timeouts,
 5xx and 429 are retried by the kernel with backoff within the queue consumer's retry budget, then
 parked with ``RetryBudgetSpent``.
 """
@@ -33,7 +34,7 @@ from typing import Any
 from payments.operations import Operation
 from payments.store import OperationStore
 from payments.subscriptions import NOTICE_EVENTS
-from relay.callback_urls import CallbackUrlRefused, CallbackUrlUnresolved, check_callback_url
+from relay.callback_urls import CallbackUrlRefused, CallbackUrlUnresolved, vet_callback_url
 from relay.envelope import Envelope
 from relay.errors import BusinessRejection, DependencyUnavailable, InvalidInput
 from relay.observability import logger, record_metric
@@ -90,7 +91,7 @@ def send_notice(envelope: Envelope, deps: NoticeDeps) -> None:
             "says it ended; no notice sent. Investigate the producer."
         )
     try:
-        url = check_callback_url(operation.callback_url, allow_loopback_http=deps.allow_loopback_http)
+        vetted = vet_callback_url(operation.callback_url, allow_loopback_http=deps.allow_loopback_http)
     except CallbackUrlUnresolved as unresolved:
         raise DependencyUnavailable(
             f"operation {operation_id}'s callback host: {unresolved}; retrying"
@@ -101,7 +102,8 @@ def send_notice(envelope: Envelope, deps: NoticeDeps) -> None:
         ) from refused
     body = notice_body(operation)
     webhook = OnceWebhook.of(
-        url,
+        vetted.url,
+        connect_to=vetted.address,  # never resolved again: no DNS-rebinding window
         timeout_seconds=deps.timeout_seconds,
         what=f"the callback of {operation_id}",
         idempotency_table=deps.store.idempotency_table,

@@ -215,3 +215,78 @@ def test_sandbox_refuses_http_to_localhost_when_it_resolves_elsewhere() -> None:
 def test_sandbox_still_refuses_private_and_metadata_addresses() -> None:
     assert "link-local" in refused("https://169.254.169.254/", allow_loopback_http=True)
     assert "private" in refused("https://app.internal/", allow_loopback_http=True, resolve="10.0.0.1")
+
+
+# -- the send connects to the vetted address -------------------------------------------------------
+
+
+def test_the_send_dials_the_vetted_address_never_a_second_dns_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # DNS rebinding: the check hears a public address, a second lookup (the connection's) would hear
+    # 127.0.0.1. The send dials what was checked and never asks DNS again.
+    from relay.callback_urls import vet_callback_url
+    from relay.errors import DependencyUnavailable
+    from relay.http import WebhookClient
+
+    answers = iter([[PUBLIC_IP], ["127.0.0.1"]])
+    lookups: list[str] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        return next(answers)
+
+    vetted = vet_callback_url("https://hooks.example.com/relay", resolve=rebinding)
+    assert (vetted.url, vetted.address) == ("https://hooks.example.com/relay", PUBLIC_IP)
+
+    dialled: list[tuple[str, int]] = []
+
+    def create_connection(address: tuple[str, int], *args: object, **kwargs: object) -> None:
+        dialled.append(address)
+        raise ConnectionRefusedError("not dialled for real in a unit test")
+
+    def getaddrinfo(*args: object, **kwargs: object) -> None:
+        lookups.append(str(args[0]))
+        raise AssertionError("the connection resolved the host again")
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    client = WebhookClient(vetted.url, timeout_seconds=1, what="the callback", connect_to=vetted.address)
+    with pytest.raises(DependencyUnavailable, match="unreachable"):
+        client.send({"operationId": "op-1"}, idempotency_key="op-1:notice")
+
+    assert dialled == [(PUBLIC_IP, 443)]
+    assert lookups == ["hooks.example.com"]  # one lookup, the check's: 127.0.0.1 was never heard
+
+
+def test_without_a_vetted_address_the_connection_resolves_the_name_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The window the pinning closes: an unpinned send hands the NAME to the socket layer, which asks
+    # DNS again (and would dial whatever it answers then).
+    from relay.errors import DependencyUnavailable
+    from relay.http import WebhookClient
+
+    dialled: list[tuple[str, int]] = []
+
+    def create_connection(address: tuple[str, int], *args: object, **kwargs: object) -> None:
+        dialled.append(address)
+        raise ConnectionRefusedError("not dialled for real in a unit test")
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    with pytest.raises(DependencyUnavailable):
+        WebhookClient("https://hooks.example.com/relay", timeout_seconds=1, what="the callback").send(
+            {"operationId": "op-1"}, idempotency_key="op-1:notice"
+        )
+    assert dialled == [("hooks.example.com", 443)]
+
+
+def test_the_vetted_address_is_the_first_of_the_checked_answers_and_a_literal_is_itself() -> None:
+    from relay.callback_urls import vet_callback_url
+
+    assert (
+        vet_callback_url("https://h.example.com/", resolve=resolving_to(PUBLIC_IP, "1.1.1.1")).address
+        == PUBLIC_IP
+    )
+    with pytest.raises(CallbackUrlRefused, match="private"):
+        vet_callback_url("https://h.example.com/", resolve=resolving_to(PUBLIC_IP, "10.0.0.1"))
+    sandbox = vet_callback_url("http://127.0.0.1:8080/n", allow_loopback_http=True)
+    assert sandbox.address == "127.0.0.1"

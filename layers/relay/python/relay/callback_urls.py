@@ -8,13 +8,13 @@ address is public, and refuses anything else with a message fit for a 400 field 
 
 It is called twice: when the operation is accepted (the client learns at once that its URL will never
 be used) and again before each send, because DNS can change in between (a name that resolved to a
-public address at accept time can point at 10.0.0.1 an hour later). A window remains: urllib resolves
-the host again itself after the check, so a name served with a very short TTL can answer a public
-address to the check and a private one to the connection (DNS rebinding). Closing it fully means
-connecting to the checked address (or sending through an egress proxy that applies the same rules);
-the check before each send keeps the window to milliseconds. Redirects never widen it:
-``relay.http`` does not follow them, so a checked URL cannot 302 the request to the metadata endpoint.
-
+public address at accept time can point at 10.0.0.1 an hour later). The send then connects to the
+address this check vetted (``vet_callback_url`` -> ``VettedCallback.address``, ``relay.http``'s
+``connect_to``), never resolving the name again: DNS rebinding (a public answer to the check, a
+private one to the connection) has no second answer to give. TLS still verifies the URL's host name
+(SNI and the certificate), so pinning the address changes where the request goes, not whom it trusts.
+Redirects never widen it: ``relay.http`` does not follow them, so a checked URL cannot 302 the request
+to the metadata endpoint.
 In the sandbox (``allow_loopback_http=True``) the fakes listen on 127.0.0.1 over plain http, so http
 is accepted there for a loopback host only, and loopback addresses are not refused.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 MAX_URL_LENGTH = 2048
@@ -40,6 +41,14 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 _ACCEPTED = "an https URL of a public host, e.g. https://hooks.example.com/relay"
 _ACCEPTED_SANDBOX = f"{_ACCEPTED} (http only for a loopback host: 127.0.0.0/8, ::1 or localhost)"
+
+
+@dataclass(frozen=True)
+class VettedCallback:
+    """A callback URL and the address its host had when it was checked: connect to that one."""
+
+    url: str
+    address: str
 
 
 class CallbackUrlRefused(ValueError):
@@ -71,6 +80,21 @@ def check_callback_url(
     API does when it accepts a URL, so that its answer depends on the request alone; the sender checks
     again, DNS included, before each send.
     """
+    return _vet(url, allow_loopback_http, resolve, resolve_host)[0]
+
+
+def vet_callback_url(
+    url: str, *, allow_loopback_http: bool = False, resolve: Resolver | None = None
+) -> VettedCallback:
+    """As ``check_callback_url`` (DNS included), with the vetted address to connect to: the first the
+    host resolved to (every one of them was checked)."""
+    checked, addresses = _vet(url, allow_loopback_http, resolve, True)
+    return VettedCallback(checked, str(addresses[0]))
+
+
+def _vet(
+    url: str, allow_loopback_http: bool, resolve: Resolver | None, resolve_host: bool
+) -> tuple[str, list[IPAddress]]:
     accepted = _ACCEPTED_SANDBOX if allow_loopback_http else _ACCEPTED
     if len(url) > MAX_URL_LENGTH:
         raise CallbackUrlRefused(
@@ -118,7 +142,7 @@ def check_callback_url(
     if literal is None and not resolve_host:
         if loopback_name and not allow_loopback_http:
             raise CallbackUrlRefused(f"the callback URL's host {host} is loopback; use {accepted}.")
-        return url
+        return url, []
     addresses = (
         [literal] if literal is not None else _resolve(host, port, resolve or default_resolve, accepted)
     )
@@ -137,7 +161,7 @@ def check_callback_url(
                 f"the callback URL's host {host} {resolved} {reason}, which Relay never sends to; use "
                 f"{accepted}."
             )
-    return url
+    return url, addresses
 
 
 def _split(url: str, accepted: str) -> SplitResult:

@@ -14,12 +14,18 @@ returned as a status like any other.
 
 A ``sign`` callback (``relay.signing.signature_headers``) adds headers computed over the exact bytes
 sent, so a receiver can check them against the raw body it reads.
+
+``connect_to`` pins the connection to an address already vetted (``relay.callback_urls``): the socket
+dials it instead of resolving the URL's host again, while the Host header, TLS SNI and the
+certificate check keep the URL's host name.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import socket
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
@@ -49,6 +55,60 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def _pinned(cls: type[http.client.HTTPConnection], address: str) -> Callable[..., http.client.HTTPConnection]:
+    """A connection class for urllib's ``do_open`` that dials ``address`` for whatever host it is given:
+    ``connect`` calls ``_create_connection((host, port), ...)``, and HTTPS then wraps the socket with
+    ``server_hostname=host``, so SNI and certificate verification stay on the URL's name."""
+
+    def connection(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+        conn = cls(host, **kwargs)
+
+        def dial(target: tuple[str, int], timeout: Any = None, source: Any = None) -> socket.socket:
+            return socket.create_connection((address, target[1]), timeout, source)
+
+        conn._create_connection = dial  # type: ignore[attr-defined]
+        return conn
+
+    return connection
+
+
+class _PinnedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self.address = address
+
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_pinned(http.client.HTTPConnection, self.address), req)
+
+
+class _PinnedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, address: str, context: ssl.SSLContext | None) -> None:
+        super().__init__(context=context or ssl.create_default_context())
+        self.address = address
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(
+            _pinned(http.client.HTTPSConnection, self.address),
+            req,
+            context=self._context,  # type: ignore[attr-defined]
+        )
+
+
+def opener(connect_to: str | None = None, tls: ssl.SSLContext | None = None) -> urllib.request.OpenerDirector:
+    """The opener for one exchange: redirects refused, and pinned to ``connect_to`` when given."""
+    if connect_to is None and tls is None:
+        return OPENER
+    if connect_to is None:
+        return urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=tls))
+    # No proxy from the environment either: the pinned address is where the request goes.
+    return urllib.request.build_opener(
+        urllib.request.ProxyHandler({}),
+        _NoRedirect,
+        _PinnedHTTPHandler(connect_to),
+        _PinnedHTTPSHandler(connect_to, tls),
+    )
 
 
 @dataclass(frozen=True)
@@ -102,11 +162,15 @@ def post_json(
     timeout: float,
     what: str,
     sign: Callable[[bytes], Mapping[str, str]] | None = None,
+    connect_to: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> HttpResponse:
     """POST `body` as JSON; `what` names the system in error messages ("legacy payment system").
 
     `sign(data)` returns headers to add (a signature), given the encoded body: computed here, over the
     bytes that go on the wire, because a signature over the mapping would depend on how it is encoded.
+    `connect_to`: the vetted address to dial instead of resolving the host (see the module docstring);
+    `tls`: the context that verifies the server (default: the system's trust store).
     """
     data = json.dumps(body, separators=(",", ":"), sort_keys=True).encode("utf-8")
     signature = sign(data) if sign is not None else {}
@@ -116,7 +180,7 @@ def post_json(
         method="POST",
         headers={"Content-Type": "application/json", "Accept": "application/json", **headers, **signature},
     )
-    return _exchange(request, timeout=timeout, what=what)
+    return _exchange(request, timeout=timeout, what=what, via=opener(connect_to, tls))
 
 
 def get_url(url: str, *, headers: Mapping[str, str] | None = None, timeout: float, what: str) -> HttpResponse:
@@ -127,10 +191,16 @@ def get_url(url: str, *, headers: Mapping[str, str] | None = None, timeout: floa
     return _exchange(request, timeout=timeout, what=what)
 
 
-def _exchange(request: urllib.request.Request, *, timeout: float, what: str) -> HttpResponse:
+def _exchange(
+    request: urllib.request.Request,
+    *,
+    timeout: float,
+    what: str,
+    via: urllib.request.OpenerDirector = OPENER,
+) -> HttpResponse:
     with transient_network_errors(what, timeout):
         try:
-            with OPENER.open(request, timeout=timeout) as response:
+            with via.open(request, timeout=timeout) as response:
                 raw = response.read(RESPONSE_BODY_LIMIT)
                 _check_complete(response, raw)
                 return _read(response.status, response.headers, raw)
@@ -143,10 +213,20 @@ class WebhookClient:
     """``POST`` a JSON notification to a configured webhook with ``Idempotency-Key``; any answer but
     a 2xx raises the kernel's error for it (a 3xx is never followed: parked, the URL needs fixing)."""
 
-    def __init__(self, url: str, *, timeout_seconds: float, what: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_seconds: float,
+        what: str,
+        connect_to: str | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.url = url
         self.timeout_seconds = timeout_seconds
         self.what = what
+        self.connect_to = connect_to  # the vetted address (relay.callback_urls), or None: resolve the host
+        self.tls = tls
 
     def send(
         self,
@@ -163,6 +243,8 @@ class WebhookClient:
             timeout=self.timeout_seconds,
             what=self.what,
             sign=sign,
+            connect_to=self.connect_to,
+            tls=self.tls,
         )
         if 300 <= response.status < 400:
             raise BusinessRejection(

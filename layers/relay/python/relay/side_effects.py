@@ -148,9 +148,13 @@ class OnceWebhook:
         what: str,
         idempotency_table: str,
         ddb_client: DynamoDBClient,
+        connect_to: str | None = None,
     ) -> OnceWebhook:
+        """``connect_to``: the address the URL's host was vetted at (``relay.callback_urls``)."""
         return cls(
-            WebhookClient(url, timeout_seconds=timeout_seconds, what=what), idempotency_table, ddb_client
+            WebhookClient(url, timeout_seconds=timeout_seconds, what=what, connect_to=connect_to),
+            idempotency_table,
+            ddb_client,
         )
 
     def send_once(
