@@ -358,7 +358,8 @@ def test_an_ended_operation_whose_last_event_was_never_published_is_republished_
     last event from the item and takes it out, as the stream publisher would have."""
     from tests.handlers.payments.test_payments_cancel import cancel
 
-    operation_id = accepted_operation(payment_request())
+    # With a callback, so the re-published terminal event reaches the notices queue (notice=yes).
+    operation_id = accepted_operation(payment_request(callbackUrl="https://hooks.example.com/relay"))
     assert cancel(operation_id, {"reason": "changed"})["statusCode"] == 200  # never published
     assert set(DEADLINE_ATTRIBUTES) <= set(item(infra, operation_id))
 
@@ -370,7 +371,9 @@ def test_an_ended_operation_whose_last_event_was_never_published_is_republished_
     ended = item(infra, operation_id)
     assert ended["status"] == "CANCELLED" and not set(DEADLINE_ATTRIBUTES) & set(ended)
     (message,) = infra.receive_all(infra.queues["notices"].url)
-    assert json.loads(json.loads(message["Body"])["Message"])["eventType"] == "OperationCancelled"
+    notification = json.loads(message["Body"])
+    assert json.loads(notification["Message"])["eventType"] == "OperationCancelled"
+    assert notification["MessageAttributes"]["notice"]["Value"] == "yes"  # the sweeper sets it too
     again = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=901))
     assert again.republished == 0, "out of the index: re-published once"
 

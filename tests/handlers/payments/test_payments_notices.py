@@ -115,6 +115,7 @@ def test_an_operation_without_a_callback_sends_nothing(
 
 def test_only_terminal_events_of_operations_with_a_callback_carry_notice_yes() -> None:
     from payments.subscriptions import NOTICES_FILTER, message_attributes
+
     from relay.envelope import new_envelope
 
     def event(event_type: str) -> object:
