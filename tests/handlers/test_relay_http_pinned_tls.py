@@ -92,6 +92,17 @@ class Receiver:
         self.server.server_close()
 
 
+def pinned_client(receiver: Receiver, tls: ssl.SSLContext) -> WebhookClient:
+    """A client of https://HOST:<port>/notices that dials 127.0.0.1, as a vetted callback would."""
+    return WebhookClient(
+        f"https://{HOST}:{receiver.port}/notices",
+        timeout_seconds=5,
+        what="the callback",
+        connect_to="127.0.0.1",
+        tls=tls,
+    )
+
+
 @pytest.fixture
 def trusted(tmp_path: Path) -> Iterator[tuple[Receiver, ssl.SSLContext]]:
     cert, key = _certificate(tmp_path, HOST)
@@ -104,13 +115,7 @@ def test_a_pinned_send_reaches_the_vetted_address_with_the_host_name_in_sni_host
     trusted: tuple[Receiver, ssl.SSLContext],
 ) -> None:
     receiver, tls = trusted
-    client = WebhookClient(
-        f"https://{HOST}:{receiver.port}/notices",
-        timeout_seconds=5,
-        what="the callback",
-        connect_to="127.0.0.1",
-        tls=tls,
-    )
+    client = pinned_client(receiver, tls)
 
     assert client.send({"operationId": "op-1"}, idempotency_key="op-1:notice") == {"status": 204}
     assert receiver.sni == [HOST]
@@ -121,14 +126,7 @@ def test_a_certificate_for_another_name_is_refused_even_at_the_vetted_address(tm
     # Pinning changes where the request goes, not whom it trusts: the server must still prove HOST.
     cert, key = _certificate(tmp_path, "someone-else.test")
     with Receiver(cert, key) as receiver:
-        tls = ssl.create_default_context(cafile=str(cert))
-        client = WebhookClient(
-            f"https://{HOST}:{receiver.port}/notices",
-            timeout_seconds=5,
-            what="the callback",
-            connect_to="127.0.0.1",
-            tls=tls,
-        )
+        client = pinned_client(receiver, ssl.create_default_context(cafile=str(cert)))
         with pytest.raises(DependencyUnavailable, match=r"CERTIFICATE_VERIFY_FAILED|certificate"):
             client.send({"operationId": "op-1"}, idempotency_key="op-1:notice")
         assert receiver.requests == []
