@@ -42,30 +42,39 @@ $(VENV)/python-$(PYTHON_VERSION):
 $(BIN)/uv: $(VENV)/python-$(PYTHON_VERSION)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-# Every requirements*.txt has a lock beside it (`make lock` writes them: scripts/locks.py): every package
-# pinned, with its hashes. .venv is installed from the locks, never from the .txt files, after checking
-# that the lock is the one its .txt (and what it includes) was resolved to. `uv pip install`, not `sync`:
-# the two steps add to one .venv (the dev lock holds the sandbox lock's packages at the same versions),
-# and a sync to the sandbox lock would remove the dev tools, pip and uv itself.
-LOCKS := $(BIN)/python scripts/locks.py
+# pyproject.toml declares what each environment installs (dependency groups) and uv.lock resolves them all
+# together; `make lock` exports each group, every package pinned with its hashes, to the requirements file
+# its install reads (EXPORTS: file:group). `make check-locks` (first in `make test`, offline) fails when
+# uv.lock no longer matches pyproject.toml or an export no longer matches uv.lock. `uv pip install`, not
+# `sync`: the two steps add to one .venv (the dev export holds the sandbox's packages at the same
+# versions), and a sync to the sandbox group would remove the dev tools, pip and uv itself.
+EXPORTS := requirements.txt:cdk requirements-sandbox.txt:sandbox requirements-dev.txt:dev requirements-checkov.txt:checkov layers/dependencies/requirements.txt:layer
+UV_PROJECT := --python $(BIN)/python --no-python-downloads
+EXPORT_GROUP := $(BIN)/uv export $(UV_PROJECT) --frozen --quiet --no-header --no-emit-project --format requirements-txt --only-group
+# The shell loop over EXPORTS: $$file and $$group set, then $(1) run for each.
+define each_export
+set -e; for pair in $(EXPORTS); do file=$${pair%%:*}; group=$${pair##*:}; $(1); done
+endef
+EXPORT_HEADER = echo "\# Exported from uv.lock by \`make lock\` (group $$group of pyproject.toml): edit pyproject.toml and run make lock."
 
 # What the sandbox and synth need: enough for `make demo` and `make local`.
-$(BIN)/.sandbox-installed: $(BIN)/uv requirements-sandbox.lock requirements-sandbox.txt requirements.txt layers/dependencies/requirements.txt
-	$(LOCKS) check requirements-sandbox.lock
-	$(UV) --require-hashes -r requirements-sandbox.lock
+$(BIN)/.sandbox-installed: $(BIN)/uv requirements-sandbox.txt
+	$(UV) --require-hashes -r requirements-sandbox.txt
 	touch $@
 
 # Everything, test and lint tools included.
-$(BIN)/.installed: $(BIN)/.sandbox-installed requirements-dev.lock requirements-dev.txt
-	$(LOCKS) check requirements-dev.lock
-	$(UV) --require-hashes -r requirements-dev.lock
+$(BIN)/.installed: $(BIN)/.sandbox-installed requirements-dev.txt
+	$(UV) --require-hashes -r requirements-dev.txt
 	touch $@
 
-lock: $(BIN)/uv ## re-resolve every requirements*.txt to its .lock, with hashes (UPGRADE=1: newest versions allowed)
-	$(LOCKS) lock --uv $(BIN)/uv $(if $(UPGRADE),--upgrade)
+lock: $(BIN)/uv ## resolve pyproject.toml's dependency groups into uv.lock (UPGRADE=1: newest versions allowed), then export each group with hashes
+	$(BIN)/uv lock $(UV_PROJECT) $(if $(UPGRADE),--upgrade)
+	@$(call each_export,{ $(EXPORT_HEADER); $(EXPORT_GROUP) $$group; } > $$file; echo "lock: $$group -> $$file")
 
-check-locks: $(VENV)/python-$(PYTHON_VERSION) ## fail, naming the file, when a requirements file and its lock disagree
-	$(LOCKS) check
+check-locks: $(BIN)/uv ## fail, naming the file, when uv.lock does not match pyproject.toml or an exported requirements file does not match uv.lock (offline)
+	@$(BIN)/uv lock --check --offline --quiet $(UV_PROJECT) || { echo "error: uv.lock does not match pyproject.toml (uv says why above): run make lock and commit both" >&2; exit 1; }
+	@$(call each_export,{ $(EXPORT_HEADER); $(EXPORT_GROUP) $$group; } | diff -q $$file - >/dev/null || { echo "error: $$file is not uv.lock's export of group $$group: run make lock and commit both" >&2; exit 1; })
+	@echo "check-locks: uv.lock matches pyproject.toml, and the $(words $(EXPORTS)) exports match uv.lock"
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -100,12 +109,11 @@ _cfn-lint: $(BIN)/.installed
 	$(BIN)/cfn-lint --non-zero-exit-code error -- cdk.out/*.template.json
 
 # checkov pins boto3/botocore 1.35.x, older than the app's, so it gets a venv of its own, installed from
-# its own lock (resolved on its own, not with the dev set).
+# its group's export (uv resolves it apart: tool.uv.conflicts in pyproject.toml).
 CHECKOV_VENV := .venv-checkov
-$(CHECKOV_VENV)/.installed: $(BIN)/uv requirements-checkov.lock requirements-checkov.txt
-	$(LOCKS) check requirements-checkov.lock
+$(CHECKOV_VENV)/.installed: $(BIN)/uv requirements-checkov.txt
 	test -x $(CHECKOV_VENV)/bin/python || $(BIN)/python -m venv $(CHECKOV_VENV)
-	$(BIN)/uv pip install --python $(CHECKOV_VENV)/bin/python --quiet --require-hashes -r requirements-checkov.lock
+	$(BIN)/uv pip install --python $(CHECKOV_VENV)/bin/python --quiet --require-hashes -r requirements-checkov.txt
 	touch $@
 
 checkov: synth ## checkov every synthesized template (a failed check fails; skips and their reasons: .checkov.yaml)

@@ -1,12 +1,13 @@
 """The two Lambda layers every function carries: the reliability kernel and its third-party dependencies.
 
 Both are built without Docker. The dependency layer is bundled locally (`ILocalBundling`) with
-`pip install --platform manylinux2014_aarch64 --only-binary=:all: --require-hashes` from its lock,
-`layers/dependencies/requirements.lock` (`make lock` resolves it for arm64 Lambda and Python 3.13, with
-the versions the tests run on: scripts/locks.py), so the wheels match arm64 Lambda whatever machine runs
-the synth and are the files the lock names. The asset hash is taken from the lock's pins and hashes and
-the target Python and platform, so CDK reuses `cdk.out/asset.<hash>` instead of re-running pip on every
-synth.
+`pip install --platform manylinux2014_aarch64 --only-binary=:all: --require-hashes` from
+`layers/dependencies/requirements.txt`, the `layer` group of pyproject.toml exported from uv.lock by
+`make lock` (one resolution with the sandbox's and the tests', so the versions are the ones the tests run
+on; `tests/infra/test_layers.py` checks that each has an arm64 wheel for Python 3.13). The wheels match
+arm64 Lambda whatever machine runs the synth and are the files the export names. The asset hash is taken
+from the export's pins and hashes and the target Python and platform, so CDK reuses `cdk.out/asset.<hash>`
+instead of re-running pip on every synth.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def kernel_layer(scope: Construct, construct_id: str = "KernelLayer") -> lambda_
 
 
 def _dependency_layer_hash(lock: Path) -> str:
-    # The lock's pins and hashes, not its comments: its header records the other requirement files it
-    # was resolved with, which change without changing the layer.
+    # The export's pins and hashes, not its comments (its header, the "# via" lines), which change
+    # without changing the layer.
     lines = (line.strip() for line in lock.read_text().splitlines())
     pins = [line for line in lines if line and not line.startswith("#")]
     digest = hashlib.sha256("\n".join(pins).encode())
@@ -95,7 +96,7 @@ def _dependency_layer_hash(lock: Path) -> str:
 
 
 def dependency_layer(scope: Construct, construct_id: str = "DependencyLayer") -> lambda_.LayerVersion:
-    """Third-party runtime dependencies (Powertools, pydantic): `layers/dependencies/requirements.lock`."""
+    """Third-party runtime dependencies (Powertools, pydantic): `layers/dependencies/requirements.txt`."""
     source = DEPENDENCY_SOURCE
     return lambda_.LayerVersion(
         scope,
@@ -106,13 +107,13 @@ def dependency_layer(scope: Construct, construct_id: str = "DependencyLayer") ->
             # The lock alone does not fix the wheels: a cached layer built for another Python or
             # platform must not be reused when the runtime changes.
             asset_hash_type=AssetHashType.CUSTOM,
-            asset_hash=_dependency_layer_hash(source / "requirements.lock"),
+            asset_hash=_dependency_layer_hash(source / "requirements.txt"),
             bundling=BundlingOptions(
                 # Never pulled: local bundling always succeeds or raises, so Docker is not needed.
                 image=DockerImage.from_registry("public.ecr.aws/sam/build-python3.13"),
                 # jsii calls try_bundle(output_dir, options) positionally; its stubs spell the struct
                 # out as keywords, which mypy cannot match to an implementation.
-                local=PipWheelBundling(source / "requirements.lock"),  # type: ignore[arg-type]
+                local=PipWheelBundling(source / "requirements.txt"),  # type: ignore[arg-type]
             ),
         ),
         compatible_runtimes=[RUNTIME],

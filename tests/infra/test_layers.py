@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import re
 import sys
+import tomllib
 from pathlib import Path
 
 import boto3
@@ -65,11 +67,53 @@ def test_every_function_with_its_layers_fits_lambdas_unzipped_size_limit(synthes
     assert sizes[largest] <= LAMBDA_UNZIPPED_LIMIT, f"{largest}: {sizes[largest]:,} bytes unzipped"
 
 
-def test_the_layer_lock_is_resolved_for_the_lambda_platform_and_python():
-    # scripts/locks.py records what it resolved the lock for; pip then installs it for PIP_PLATFORM.
-    header = (ROOT / "layers" / "dependencies" / "requirements.lock").read_text()
-    policy, _, machine = PIP_PLATFORM.partition("_")  # manylinux2014_aarch64 -> aarch64-manylinux2014
-    assert f"resolution: python {RUNTIME_PYTHON_VERSION}, platform {machine}-{policy}, wheels only" in header
+def _layer_pins() -> dict[str, str]:
+    export = (ROOT / "layers" / "dependencies" / "requirements.txt").read_text()
+    return dict(re.findall(r"^([a-z0-9][a-z0-9._-]*)==([^\s;]+)", export, re.M))
+
+
+def _runs_on_lambda(wheel: str) -> bool:
+    """A wheel file name whose tags pip accepts for PIP_PLATFORM and cp<RUNTIME_PYTHON_VERSION>."""
+    python, abi, platform = wheel.removesuffix(".whl").split("-")[-3:]
+    cp = f"cp{RUNTIME_PYTHON_VERSION.replace('.', '')}"
+    policy, _, machine = PIP_PLATFORM.partition("_")  # manylinux2014_aarch64
+    pythons = set(python.split("."))
+    python_ok = bool({"py3", cp} & pythons) or (
+        abi == "abi3" and any(p.startswith("cp3") and int(p[3:]) <= int(cp[3:]) for p in pythons)
+    )
+    platform_ok = platform == "any" or any(
+        tag.endswith(machine) and (tag.startswith((policy, "manylinux_2_17", "manylinux_2_5", "manylinux1")))
+        for tag in platform.split(".")
+    )
+    return python_ok and abi in ("none", "abi3", cp) and platform_ok
+
+
+def test_every_layer_package_has_a_wheel_for_the_lambda_platform_and_python_in_the_lock():
+    # The layer is installed wheels only (pip --only-binary) for arm64 Lambda: a pinned version without
+    # such a wheel would fail the synth, or worse, ship a wheel built for another machine.
+    locked = {
+        (package["name"], package["version"]): [Path(w["url"]).name for w in package.get("wheels", [])]
+        for package in tomllib.loads((ROOT / "uv.lock").read_text())["package"]
+        if "version" in package
+    }
+    pins = _layer_pins()
+    assert {"boto3", "aws-lambda-powertools", "pydantic", "pydantic-core"} <= set(pins)
+    missing = [f"{n}=={v}" for n, v in pins.items() if not any(_runs_on_lambda(w) for w in locked[(n, v)])]
+    assert missing == []
+
+
+def test_the_wheel_check_tells_lambda_wheels_from_others():
+    assert _runs_on_lambda(
+        "pydantic_core-2.41.5-cp313-cp313-manylinux_2_17_aarch64.manylinux2014_aarch64.whl"
+    )
+    assert _runs_on_lambda("boto3-1.44.8-py3-none-any.whl")
+    assert not _runs_on_lambda(
+        "pydantic_core-2.41.5-cp313-cp313-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    )
+    assert not _runs_on_lambda(
+        "pydantic_core-2.41.5-cp312-cp312-manylinux_2_17_aarch64.manylinux2014_aarch64.whl"
+    )
+    assert not _runs_on_lambda("x-1.0-cp313-cp313-manylinux_2_28_aarch64.whl")  # needs a newer glibc
 
 
 def test_kernel_layer_ships_the_relay_package_under_python(synthesized):

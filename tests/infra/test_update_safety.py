@@ -46,7 +46,7 @@ def changed_code_templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str
     init.write_text(init.read_text() + "\nCHANGED_BY_THE_TWO_SYNTH_TEST = True\n")
     dependencies = root / "dependencies"
     shutil.copytree(layers.DEPENDENCY_SOURCE, dependencies, ignore=shutil.ignore_patterns("python"))
-    lock = dependencies / "requirements.lock"
+    lock = dependencies / "requirements.txt"
     lines = lock.read_text().splitlines()
     pin = next(i for i, line in enumerate(lines) if line and not line.startswith(("#", " ")))
     lines[pin] = lines[pin].replace("==", "==0.0.0.dev0+", 1)  # another version of the same package

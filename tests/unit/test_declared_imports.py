@@ -1,6 +1,6 @@
 """Say what you use: every third-party module that the project's code imports is declared by a
-requirements file, not borrowed from another package's dependencies; and what the functions and the
-kernel import at run time ships in the Lambda layer.
+dependency group of pyproject.toml, not borrowed from another package's dependencies; and what the
+functions and the kernel import at run time ships in the Lambda layer (the ``layer`` group).
 
 The imports are read from the source (``ast``), so a module imported only in one branch or one test
 counts. A module imported under ``if TYPE_CHECKING:`` is for mypy only: declared by the dev tools, never
@@ -14,13 +14,14 @@ import functools
 import importlib.metadata as metadata
 import re
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("functions", "layers", "local", "ops", "bench", "tests", "infra", "scripts", "app.py")
 RUNTIME = ("functions", "layers")  # what runs in Lambda, from the dependency layer
-LAYER_REQUIREMENTS = ROOT / "layers" / "dependencies" / "requirements.txt"
+LAYER_GROUP = "layer"
 # The packages of this repository: the services (functions/<name>), the kernel, the tool trees.
 FIRST_PARTY = {p.name for p in (ROOT / "functions").iterdir() if (p / "__init__.py").exists()} | {
     "relay",
@@ -40,19 +41,23 @@ def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _requirements(path: Path) -> dict[str, set[str]]:
-    """The distributions `path` declares (following ``-r``), each with the extras it asks for."""
+def _groups() -> dict[str, list[str]]:
+    """pyproject.toml's dependency groups: each group's own requirement strings (includes left out)."""
+    groups = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["dependency-groups"]
+    return {name: [r for r in entries if isinstance(r, str)] for name, entries in groups.items()}
+
+
+def _requirements(*groups: str) -> dict[str, set[str]]:
+    """The distributions the named groups (all when none) declare, each with the extras it asks for."""
     declared: dict[str, set[str]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line.startswith("-r "):
-            for name, extras in _requirements(path.parent / line[3:].strip()).items():
-                declared.setdefault(name, set()).update(extras)
+    for group, entries in _groups().items():
+        if groups and group not in groups:
             continue
-        found = _NAME.match(line)
-        if found:
-            extras = {e.strip() for e in (found.group(2) or "[]")[1:-1].split(",") if e.strip()}
-            declared.setdefault(_normal(found.group(1)), set()).update(extras)
+        for entry in entries:
+            found = _NAME.match(entry)
+            if found:
+                extras = {e.strip() for e in (found.group(2) or "[]")[1:-1].split(",") if e.strip()}
+                declared.setdefault(_normal(found.group(1)), set()).update(extras)
     return declared
 
 
@@ -119,21 +124,19 @@ def used() -> dict[str, dict[str, bool]]:
     return found
 
 
-def test_every_third_party_import_is_declared_by_a_requirements_file() -> None:
-    declared = set()
-    for requirements in [*ROOT.glob("requirements*.txt"), LAYER_REQUIREMENTS]:
-        declared |= _with_extras(_requirements(requirements))
+def test_every_third_party_import_is_declared_by_a_dependency_group() -> None:
+    declared = _with_extras(_requirements())
     undeclared = {
         module: sorted(files)[:3] for module, files in used().items() if not _distributions(module) & declared
     }
     assert undeclared == {}, (
-        "imported but declared by no requirements file (it only arrives through another package): "
-        f"{undeclared}; add it, pinned, to the requirements file of what imports it and run `make lock`"
+        "imported but declared by no dependency group of pyproject.toml (it only arrives through another "
+        f"package): {undeclared}; add it, pinned, to the group of what imports it and run `make lock`"
     )
 
 
 def test_what_the_functions_and_the_kernel_import_at_run_time_ships_in_the_layer() -> None:
-    shipped = _with_extras(_requirements(LAYER_REQUIREMENTS))
+    shipped = _with_extras(_requirements(LAYER_GROUP))
     missing = {
         module: sorted(f for f, at_run_time in files.items() if at_run_time)[:3]
         for module, files in used().items()
@@ -143,7 +146,7 @@ def test_what_the_functions_and_the_kernel_import_at_run_time_ships_in_the_layer
     }
     missing = {m: [f for f in files if f.startswith(RUNTIME)] for m, files in missing.items()}
     assert missing == {}, (
-        f"imported at run time by Lambda code but not in {LAYER_REQUIREMENTS.relative_to(ROOT)}: {missing}"
+        f"imported at run time by Lambda code but not in pyproject.toml's {LAYER_GROUP} group: {missing}"
     )
 
 
