@@ -35,7 +35,19 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_kms import KMSClient
+    from mypy_boto3_lambda import LambdaClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sts import STSClient
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,6 +252,31 @@ class App:
 
     # clients -------------------------------------------------------------------------------------
 
+    # Typed per service (boto3-stubs), so mypy checks every call ops makes.
+    @overload
+    def client(
+        self, service: Literal["cloudformation"], *, max_attempts: int = 5
+    ) -> CloudFormationClient: ...
+    @overload
+    def client(self, service: Literal["cloudwatch"], *, max_attempts: int = 5) -> CloudWatchClient: ...
+    @overload
+    def client(self, service: Literal["dynamodb"], *, max_attempts: int = 5) -> DynamoDBClient: ...
+    @overload
+    def client(self, service: Literal["kms"], *, max_attempts: int = 5) -> KMSClient: ...
+    @overload
+    def client(self, service: Literal["lambda"], *, max_attempts: int = 5) -> LambdaClient: ...
+    @overload
+    def client(self, service: Literal["s3"], *, max_attempts: int = 5) -> S3Client: ...
+    @overload
+    def client(
+        self, service: Literal["scheduler"], *, max_attempts: int = 5
+    ) -> EventBridgeSchedulerClient: ...
+    @overload
+    def client(self, service: Literal["sns"], *, max_attempts: int = 5) -> SNSClient: ...
+    @overload
+    def client(self, service: Literal["sqs"], *, max_attempts: int = 5) -> SQSClient: ...
+    @overload
+    def client(self, service: Literal["sts"], *, max_attempts: int = 5) -> STSClient: ...
     def client(self, service: str, *, max_attempts: int = 5) -> Any:
         """One boto3 client per service for this app (standard retries; ``max_attempts`` fewer for a
         first call that should fail fast when the endpoint is down)."""

@@ -21,7 +21,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch.type_defs import MetricDataQueryTypeDef
 
 from ops.app import DECLARED, App, MappingInfo, QueueInfo, add_connection_arguments, connect
 
@@ -82,7 +85,7 @@ class CloudWatchAges:
         readings: dict[str, AgeReading] = {}
         for start in range(0, len(queues), 500):
             chunk = list(queues[start : start + 500])
-            queries = [
+            queries: list[MetricDataQueryTypeDef] = [
                 {
                     "Id": f"q{i}",
                     "MetricStat": {

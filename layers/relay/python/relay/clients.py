@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_secretsmanager import SecretsManagerClient
     from mypy_boto3_sns import SNSClient
@@ -31,7 +32,7 @@ def aws_client(service: Literal["sns"], *, fast: bool = False) -> SNSClient: ...
 @overload
 def aws_client(service: Literal["secretsmanager"], *, fast: bool = False) -> SecretsManagerClient: ...
 @overload
-def aws_client(service: Literal["events"], *, fast: bool = False) -> Any: ...
+def aws_client(service: Literal["events"], *, fast: bool = False) -> EventBridgeClient: ...
 def aws_client(service: str, *, fast: bool = False) -> Any:
     import boto3
     from botocore.config import Config
@@ -71,5 +72,5 @@ class AwsClients:
         )
 
     @functools.cached_property
-    def events(self) -> Any:
+    def events(self) -> EventBridgeClient:
         return aws_client("events")

@@ -34,6 +34,8 @@ from relay.idempotency import BusinessWrite, apply_write, deserialize_item, put,
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
     from mypy_boto3_sns import SNSClient
 
     from relay.clients import AwsClients
@@ -217,15 +219,15 @@ class BusRefused(PermanentError):
 
 
 def bus_publisher(
-    route: BusRoute, events_client: Any = None
+    route: BusRoute, events_client: EventBridgeClient | None = None
 ) -> Callable[[Envelope, Mapping[str, Any]], None]:
     """Put an envelope on ``route.event_bus`` when its type is one of ``route.event_types``."""
 
     def publish(envelope: Envelope, row: Mapping[str, Any]) -> None:
         if envelope.event_type not in route.event_types:
             return
-        client = events_client if events_client is not None else _default_client("events")
-        entry = {
+        client: EventBridgeClient = events_client if events_client is not None else _default_client("events")
+        entry: PutEventsRequestEntryTypeDef = {
             "Source": route.source,
             "DetailType": envelope.event_type,
             "Detail": envelope.to_json(),
@@ -257,7 +259,7 @@ def publish_outbox_batch(
     ddb_client: DynamoDBClient | None = None,
     table_name: str | None = None,
     bus: BusRoute | None = None,
-    events_client: Any = None,
+    events_client: EventBridgeClient | None = None,
     attributes: MessageAttributes | None = None,
 ) -> dict[str, Any]:
     """DynamoDB-stream consumer body; returns ``{"batchItemFailures": [{"itemIdentifier": seq}]}``.
