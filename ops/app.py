@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
     from mypy_boto3_cloudwatch import CloudWatchClient
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_kms import KMSClient
     from mypy_boto3_lambda import LambdaClient
     from mypy_boto3_s3 import S3Client
@@ -261,6 +262,8 @@ class App:
     def client(self, service: Literal["cloudwatch"], *, max_attempts: int = 5) -> CloudWatchClient: ...
     @overload
     def client(self, service: Literal["dynamodb"], *, max_attempts: int = 5) -> DynamoDBClient: ...
+    @overload
+    def client(self, service: Literal["events"], *, max_attempts: int = 5) -> EventBridgeClient: ...
     @overload
     def client(self, service: Literal["kms"], *, max_attempts: int = 5) -> KMSClient: ...
     @overload

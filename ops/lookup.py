@@ -1,4 +1,5 @@
-"""``ops operation ID``, ``ops order ID`` and ``ops replay ID --reason …``: one entity, without receiving.
+"""``ops operation ID``, ``ops order ID``, ``ops replay ID --reason …`` and ``ops republish-order ID
+--reason …``: one entity, without receiving.
 
 * ``operation`` shows a payment operation as stored: state, version, step history, timestamps, error,
   claim-check refs, its deadline and retry fields, its outbox rows (published or not), and its parked
@@ -10,6 +11,8 @@
   is a business outcome or needs a human: nothing can move it), and an operation whose step is
   visibly at work (a next attempt scheduled and due, unless ``--force``). Every replay is audited
   (who, when, reason) on stdout and in the audit file.
+* ``republish-order`` publishes again what an order's last write put into it, as the orders stream
+  publisher does (orders have no sweeper), for events whose stream batch was given up; audited too.
 
 The item shapes are the services' (``functions/payments/store.py``, ``functions/orders/store.py``);
 this module imports them, so there is one definition.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -236,6 +240,80 @@ def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> 
     return record
 
 
+class RepublishRefused(Exception):
+    """A re-publish that cannot do anything."""
+
+
+REPUBLISH_AUDIT_FILE = Path(".ops") / "republish-audit.jsonl"
+ORDERS_PUBLISHER = "orders.handlers.outbox_publisher.handler"
+
+
+def republish_order(
+    app: App, order_id: str, *, reason: str, publisher_env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Publish again what the order's last write put into it (``ev``) and any outbox row of the layout
+    before that was never marked published, exactly as the orders stream publisher does (SNS
+    ``order-events``, and the bus for its integration events); returns the audit record.
+
+    Orders have no sweeper: when the stream's retries for a batch are spent (its records go to the
+    stream's failure destination), the events are still in the items, and this puts them out. Every
+    consumer dedupes on the eventId, so publishing an event that did go out changes nothing.
+    ``publisher_env``: the stream publisher's environment (default: read from its function)."""
+    _paths()
+    from orders.subscriptions import BUS_EVENT_TYPES, ORDERS_SOURCE
+
+    from relay import entity_events
+    from relay.envelope import Envelope
+    from relay.idempotency import serialize_item
+    from relay.outbox import BusRoute, bus_publisher, mark_published, sns_publisher
+
+    if not reason.strip():
+        raise RepublishRefused("a re-publish needs --reason (why the events did not go out)")
+    env = publisher_env if publisher_env is not None else _function_env(app, ORDERS_PUBLISHER)
+    table = app.name("orders", "orders")
+    rows = _items(app, table, f"ORDER#{order_id}")
+    item = next((r for r in rows if r.get("sk") == "ORDER"), None)
+    if item is None:
+        raise RepublishRefused(f"no order {order_id} in {table}")
+    events: list[tuple[Envelope, dict[str, Any], dict[str, Any] | None]]
+    events = [(event, item, None) for event in entity_events.events_in(item)]
+    events += [
+        (Envelope.from_json(str(row["envelope"])), row, row)
+        for row in rows
+        if row.get("kind") == "outbox" and not row.get("publishedAt")
+    ]
+    sns = sns_publisher(env["EVENTS_TOPIC_ARN"], app.client("sns"))
+    bus = bus_publisher(
+        BusRoute(env["EVENT_BUS_NAME"], ORDERS_SOURCE, frozenset(BUS_EVENT_TYPES)), app.client("events")
+    )
+    for event, origin, legacy_row in events:
+        sns(event, origin)
+        bus(event, origin)
+        if legacy_row is not None:
+            key = serialize_item({"pk": legacy_row["pk"], "sk": legacy_row["sk"]})
+            mark_published(app.client("dynamodb"), table, key)
+    now = datetime.now(UTC)
+    record = {
+        "at": now.isoformat().replace("+00:00", "Z"),
+        "by": _caller(app),
+        "orderId": order_id,
+        "status": item.get("status"),
+        "reason": reason,
+        "republished": [{"eventType": e.event_type, "eventId": e.event_id} for e, _, _ in events],
+    }
+    REPUBLISH_AUDIT_FILE.parent.mkdir(parents=True, exist_ok=True)
+    with REPUBLISH_AUDIT_FILE.open("a") as audit:
+        audit.write(json.dumps(record) + "\n")
+    return record
+
+
+def _function_env(app: App, handler: str) -> dict[str, str]:
+    found = next((f for f in app.functions() if f.handler == handler), None)
+    if found is None:
+        raise RepublishRefused(f"no function with handler {handler} in {app.describe()}")
+    return dict(found.environment)
+
+
 class _Deps:
     def __init__(self, settings: Any, store: Any) -> None:
         self.settings = settings
@@ -321,3 +399,27 @@ def register(subparsers: Any, add_connection_arguments: Any, connect: Any) -> No
         return 0 if record["replayed"] else 1
 
     rp.set_defaults(run=run_replay)
+
+    rpo = subparsers.add_parser(
+        "republish-order",
+        help="publish again an order's last events, from the order itself (consumers dedupe; audited)",
+        description="Publishes the events the order's last write put into it, and any unpublished outbox "
+        "row of the layout before, as the orders stream publisher does: for events whose stream batch "
+        "went to the stream's failure destination. Orders have no sweeper to do it.",
+    )
+    rpo.add_argument("id", help="the orderId")
+    rpo.add_argument(
+        "--reason", required=True, help="why the events did not go out (kept in the audit record)"
+    )
+    add_connection_arguments(rpo)
+
+    def run_republish(args: argparse.Namespace) -> int:
+        try:
+            record = republish_order(connect(args), args.id, reason=args.reason)
+        except RepublishRefused as refused:
+            print(f"refused: {refused}", file=sys.stderr)
+            return 1
+        print(json.dumps(record, indent=2))
+        return 0 if record["republished"] else 1
+
+    rpo.set_defaults(run=run_republish)

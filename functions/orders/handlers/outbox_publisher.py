@@ -1,10 +1,12 @@
 """Outbox publisher: orders-table stream -> SNS ``order-events`` and, for the integration events
 (``orders.subscriptions.BUS_EVENT_TYPES``), the app's EventBridge bus (kernel ``publish_outbox_batch``).
 
-Only INSERTs of outbox rows are published, with the ``eventType`` message attribute that the
-subscriptions' filter policies match (``orders.subscriptions``); order and orphan-payment
-items on the same stream are ignored. A row is marked ``publishedAt`` after both
-publishes, so a crash in between publishes it again: every consumer dedupes on the stable eventId.
+The events an order write put into the item (``ev``: in the record's NEW image and not in its OLD
+one) are published with the ``eventType`` message attribute that the subscriptions' filter policies
+match (``orders.subscriptions``); outbox rows of the layout before (INSERTs of ``kind = outbox``) are
+still published and marked ``publishedAt``. A crash in between publishes again: every consumer dedupes
+on the stable eventId. A batch given up after the stream's retries is re-published from the items
+with ``python -m ops republish-order ID --reason …`` (orders have no sweeper).
 """
 
 from __future__ import annotations
