@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -174,7 +174,11 @@ def describe_order(app: App, order_id: str) -> dict[str, Any] | None:
     }
 
 
-class ReplayRefused(Exception):
+class Refused(Exception):
+    """An operator action that could do harm, or cannot do anything: said on stderr, exit 1."""
+
+
+class ReplayRefused(Refused):
     """A replay that could do harm, or cannot do anything."""
 
 
@@ -234,13 +238,11 @@ def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> 
         "replayed": moved,
         "note": None if moved else "the operation moved on while the replay was prepared; nothing written",
     }
-    AUDIT_FILE.parent.mkdir(parents=True, exist_ok=True)
-    with AUDIT_FILE.open("a") as audit:
-        audit.write(json.dumps(record) + "\n")
+    _append(AUDIT_FILE, record)
     return record
 
 
-class RepublishRefused(Exception):
+class RepublishRefused(Refused):
     """A re-publish that cannot do anything."""
 
 
@@ -301,9 +303,7 @@ def republish_order(
         "reason": reason,
         "republished": [{"eventType": e.event_type, "eventId": e.event_id} for e, _, _ in events],
     }
-    REPUBLISH_AUDIT_FILE.parent.mkdir(parents=True, exist_ok=True)
-    with REPUBLISH_AUDIT_FILE.open("a") as audit:
-        audit.write(json.dumps(record) + "\n")
+    _append(REPUBLISH_AUDIT_FILE, record)
     return record
 
 
@@ -320,9 +320,16 @@ class _Deps:
         self.store = store
 
 
+def _append(audit_file: Path, record: Mapping[str, Any]) -> None:
+    """One JSON line per operator action, appended."""
+    audit_file.parent.mkdir(parents=True, exist_ok=True)
+    with audit_file.open("a") as audit:
+        audit.write(json.dumps(record) + "\n")
+
+
 def _caller(app: App) -> str:
     try:
-        return str(app.client("sts").get_caller_identity()["Arn"])
+        return app.caller()
     except Exception:  # the identity is for the audit; a failure to tell must not block the replay
         return "unknown"
 
@@ -349,6 +356,18 @@ def _print(view: dict[str, Any] | None, what: str, ident: str, as_json: bool) ->
         elif value is not None:
             print(f"{key}: {value}")
     return 0
+
+
+def _run(action: Callable[[], dict[str, Any]], done: str) -> int:
+    """An audited action from the command line: its record on stdout, exit 0 when ``record[done]``;
+    a refusal on stderr, exit 1."""
+    try:
+        record = action()
+    except Refused as refused:
+        print(f"refused: {refused}", file=sys.stderr)
+        return 1
+    print(json.dumps(record, indent=2))
+    return 0 if record[done] else 1
 
 
 def register(subparsers: Any, add_connection_arguments: Any, connect: Any) -> None:
@@ -390,13 +409,7 @@ def register(subparsers: Any, add_connection_arguments: Any, connect: Any) -> No
     add_connection_arguments(rp)
 
     def run_replay(args: argparse.Namespace) -> int:
-        try:
-            record = replay(connect(args), args.id, reason=args.reason, force=args.force)
-        except ReplayRefused as refused:
-            print(f"refused: {refused}", file=sys.stderr)
-            return 1
-        print(json.dumps(record, indent=2))
-        return 0 if record["replayed"] else 1
+        return _run(lambda: replay(connect(args), args.id, reason=args.reason, force=args.force), "replayed")
 
     rp.set_defaults(run=run_replay)
 
@@ -414,12 +427,6 @@ def register(subparsers: Any, add_connection_arguments: Any, connect: Any) -> No
     add_connection_arguments(rpo)
 
     def run_republish(args: argparse.Namespace) -> int:
-        try:
-            record = republish_order(connect(args), args.id, reason=args.reason)
-        except RepublishRefused as refused:
-            print(f"refused: {refused}", file=sys.stderr)
-            return 1
-        print(json.dumps(record, indent=2))
-        return 0 if record["republished"] else 1
+        return _run(lambda: republish_order(connect(args), args.id, reason=args.reason), "republished")
 
     rpo.set_defaults(run=run_republish)

@@ -422,9 +422,11 @@ class OperationStore(EntityStore):
             on_condition_failed=on_condition_failed,
         )
 
-    def events_of(self, operation_id: str) -> list[Envelope]:
-        """The events the operation's last write put into it (the sweeper re-publishes them)."""
-        return entity_events.events_in(self.read(operation_key(operation_id)))
+    def item_events(self, operation_id: str) -> tuple[list[Envelope], dict[str, Any]]:
+        """The events the operation's last write put into it, and the item they came from, as the
+        stream publisher has them (the sweeper re-publishes them, with the same message attributes)."""
+        item = self.read(operation_key(operation_id)) or {}
+        return entity_events.events_in(item), item
 
 
 def _converted(update: Update, operation: Operation) -> str:

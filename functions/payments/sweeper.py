@@ -206,9 +206,8 @@ def step_deadline(settings: Settings, operation: Operation) -> datetime:
 
 
 def _publish_item_events(deps: SweepDeps, operation: Operation) -> int:
-    events = deps.store.events_of(operation.operation_id)
+    events, item = deps.store.item_events(operation.operation_id)
     publish = sns_publisher(deps.settings.require("events_topic_arn"), deps.sns, message_attributes)
-    item = {"callbackUrl": operation.callback_url} if operation.callback_url else {}
     for event in events:
         publish(event, item)
     if events:

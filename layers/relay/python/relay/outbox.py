@@ -288,7 +288,7 @@ def publish_outbox_batch(
         rows = [
             (str((r.get("dynamodb") or {}).get("SequenceNumber")), envelope, row)
             for r in stream_event.get("Records", [])
-            for envelope, row in _publishable(r)
+            for envelope, row in _publishable(r, item=attributes is not None)
         ]
         outcomes = sns_batch_publisher(topic_arn, sns_client, attributes)([(e, row) for _, e, row in rows])
         for (sequence, _, _), outcome in zip(rows, outcomes, strict=True):
@@ -338,19 +338,24 @@ def publish_outbox_batch(
     return dict(response)
 
 
-def _publishable(raw: Mapping[str, Any]) -> list[tuple[Envelope, dict[str, Any]]]:
+def _publishable(raw: Mapping[str, Any], *, item: bool = False) -> list[tuple[Envelope, dict[str, Any]]]:
     """What a stream record asks to publish: an outbox row's envelope (the transactional outbox), or
-    the events a write added to an entity item (``relay.entity_events``: the item is its outbox)."""
+    the events a write added to an entity item (``relay.entity_events``: the item is its outbox).
+
+    An entity event comes with its message group; with ``item``, with the whole item it came from (a
+    service's own ``attributes`` read it), deserialized only then: once per record, where they publish."""
     row = _outbox_row(raw)
     if row is not None:
         return [row]
     events = entity_events.new_events(raw)
     if not events:
         return []
-    # The item the events came from, for the message group and the service's own attributes.
-    image = dict((raw.get("dynamodb") or {}).get("NewImage") or {})
-    image.pop(entity_events.EVENTS_ATTRIBUTE, None)
-    context = deserialize_item(image)
+    image = (raw.get("dynamodb") or {}).get("NewImage") or {}
+    if item:
+        context = deserialize_item({k: v for k, v in image.items() if k != entity_events.EVENTS_ATTRIBUTE})
+    else:
+        group = entity_events.image_value(image, "messageGroupId")
+        context = {"messageGroupId": group} if group else {}
     return [(event, context) for event in events]
 
 
