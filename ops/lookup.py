@@ -227,7 +227,7 @@ def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> 
         payload={"reason": reason, "by": who},
         correlation_id=operation.correlation_id,
     )
-    deps = _Deps(Settings(operations_table=store.table_name, deadline_shards=shards), store)
+    deps = _Deps(Settings(operations_table=store.table_name, deadline_shards=shards), store, now)
     moved = redrive(deps, cause, operation, now)
     record = {
         "at": now.isoformat().replace("+00:00", "Z"),
@@ -315,9 +315,12 @@ def _function_env(app: App, handler: str) -> dict[str, str]:
 
 
 class _Deps:
-    def __init__(self, settings: Any, store: Any) -> None:
+    """What ``redrive`` needs, with the clock stopped at the moment the operator's action was read."""
+
+    def __init__(self, settings: Any, store: Any, now: datetime) -> None:
         self.settings = settings
         self.store = store
+        self.clock = lambda: now
 
 
 def _append(audit_file: Path, record: Mapping[str, Any]) -> None:

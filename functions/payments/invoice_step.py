@@ -35,11 +35,15 @@ from relay.errors import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from relay.consumer import RecordContext
 
 
 @runs(INVOICE_STEP)
-def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation) -> None:
+def issue_invoice(
+    envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation, now: datetime
+) -> None:
     """InvoiceRequested -> invoice API (once) -> COMPLETED + OperationCompleted."""
     operation_id = operation.operation_id
     document = _invoice_input(envelope, operation, deps)
@@ -57,6 +61,7 @@ def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operat
             Status.INVOICE_FAILED,
             "InvoiceRefused",
             f"the invoice API refused the invoice: {refused.reason}; {charged}",
+            now=now,
         )
         return
     except TransientError as exc:
@@ -64,16 +69,23 @@ def issue_invoice(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operat
         if spent is None:
             raise
         end_unsuccessfully(
-            deps, envelope, operation, Status.INVOICE_FAILED, "InvoiceRetryBudgetSpent", f"{spent}; {charged}"
+            deps,
+            envelope,
+            operation,
+            Status.INVOICE_FAILED,
+            "InvoiceRetryBudgetSpent",
+            f"{spent}; {charged}",
+            now=now,
         )
         return
     invoice_id = str(issued["invoiceId"])
-    plan = plan_step(deps.settings, operation, Status.COMPLETED, invoice_id=invoice_id)
+    plan = plan_step(deps.settings, operation, Status.COMPLETED, now=now, invoice_id=invoice_id)
     completed = step_event(
         OPERATION_COMPLETED,
         operation,
         envelope,
         "operation-completed",
+        now=now,
         payload={"invoiceId": invoice_id, "paymentRef": operation.payment_ref},
     )
     commit_step(deps, envelope, operation, plan, completed, done=INVOICE_DONE)

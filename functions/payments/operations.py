@@ -24,7 +24,7 @@ import enum
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from relay.claim_check import Kept
@@ -203,7 +203,7 @@ def plan_transition(
     operation: Operation,
     target: Status,
     *,
-    now: datetime | None = None,
+    now: datetime,
     error: OperationError | None = None,
     ttl_days: int | None = None,
     deadlines: Mapping[Status, int] | None = None,
@@ -218,21 +218,20 @@ def plan_transition(
     entering it) and re-arms the index only for a step that runs long.
     """
     MACHINE.check(operation.operation_id, operation.status, target)
-    moment = now or datetime.now(UTC)
     if target in UNSUCCESSFUL and error is None:
         raise ValueError(f"a transition to {target} needs an error")
     if error is not None:
         attributes["error"] = error
     if target is Status.FAILED:
-        step = Step(FAILED_STEP[operation.status], "FAILED", now_iso(moment))
+        step = Step(FAILED_STEP[operation.status], "FAILED", now_iso(now))
     else:
         name, step_status = STEP_OF[target]
-        step = Step(name, step_status, now_iso(moment))
+        step = Step(name, step_status, now_iso(now))
     attributes["state_since"] = step.at
     if target.terminal:
         if ttl_days is None:
             raise ValueError(f"entering terminal state {target} needs ttl_days")
-        attributes["expires_at"] = int((moment + timedelta(days=ttl_days)).timestamp())
+        attributes["expires_at"] = int((now + timedelta(days=ttl_days)).timestamp())
     elif deadlines is None or target not in deadlines:
         raise ValueError(f"entering non-terminal state {target} needs its deadline (deadlines=)")
     return MACHINE.plan(

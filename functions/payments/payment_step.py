@@ -4,7 +4,7 @@ legacy payment system, once, under ``{operationId}:payment``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from payments.legacy import LegacyOutcome, LegacyStatus, payment_key
@@ -78,8 +78,7 @@ def process_payment(
     ctx: RecordContext,
     deps: StepDeps,
     operation: Operation,
-    *,
-    now: datetime | None = None,
+    now: datetime,
 ) -> None:
     """The payment step. PENDING / PAYMENT_PROCESSING: submit to the legacy system (create-or-get under
     ``{operationId}:payment``) -> PAYMENT_COMPLETED, FAILED (rejected), a delayed status check, a
@@ -95,7 +94,7 @@ def process_payment(
         _reconcile(envelope, ctx, deps, operation, request, now=now)
         return
     if operation.status is Status.PENDING:
-        advanced = advance(deps, operation, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
+        advanced = advance(deps, operation, Status.PAYMENT_PROCESSING, PAYMENT_STEP, now=now)
         if advanced is None:
             skip(envelope, operation, "payment step finished by a concurrent delivery")
             return
@@ -130,6 +129,7 @@ def process_payment(
             operation,
             "PaymentRejected",
             outcome.reason or "rejected by the legacy payment system",
+            now=now,
         )
         return
 
@@ -137,7 +137,7 @@ def process_payment(
 
 
 def _payment_completed(
-    deps: StepDeps, envelope: Envelope, operation: Operation, outcome: LegacyOutcome, *, now: datetime | None
+    deps: StepDeps, envelope: Envelope, operation: Operation, outcome: LegacyOutcome, *, now: datetime
 ) -> None:
     operation_id = operation.operation_id
     result = keep_json(
@@ -155,6 +155,7 @@ def _payment_completed(
         operation,
         envelope,
         "payment-completed",
+        now=now,
         payload={},
         ids={"paymentRef": outcome.payment_ref} if outcome.payment_ref else None,
     )
@@ -180,11 +181,15 @@ def _send_check(
     label: str,
     attempt: int,
     delay: int,
+    *,
+    now: datetime,
 ) -> datetime:
     """Send the ``attempt``-th delayed check of a chain (status or reconciliation); returns when it is due."""
-    check = step_event(event_type, operation, cause, f"{label}-{attempt}", payload={"attempt": attempt})
+    check = step_event(
+        event_type, operation, cause, f"{label}-{attempt}", now=now, payload={"attempt": attempt}
+    )
     _send_to_self(ctx, check, delay)
-    return datetime.now(UTC) + timedelta(seconds=delay)
+    return now + timedelta(seconds=delay)
 
 
 def _check_delay(deps: StepDeps, attempt: int) -> int:
@@ -195,13 +200,12 @@ def _check_delay(deps: StepDeps, attempt: int) -> int:
 
 
 def _schedule_check(
-    envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation, *, now: datetime | None
+    envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation, *, now: datetime
 ) -> None:
     """ "Accepted, still processing": look again later with a delayed message, not a 15-minute wait.
     Past the maximum age of a pending payment the outcome counts as unknown: RECONCILING."""
-    moment = now or datetime.now(UTC)
-    accepted_at = parse_iso(operation.payment_accepted_at) if operation.payment_accepted_at else moment
-    age = (moment - accepted_at).total_seconds()
+    accepted_at = parse_iso(operation.payment_accepted_at) if operation.payment_accepted_at else now
+    age = (now - accepted_at).total_seconds()
     if age > deps.settings.payment_max_age_seconds:
         _start_reconciling(
             envelope,
@@ -216,7 +220,9 @@ def _schedule_check(
         return
     attempt = _attempt(envelope) + 1
     delay = _check_delay(deps, attempt)
-    next_at = _send_check(ctx, operation, envelope, PAYMENT_STATUS_CHECK_DUE, "payment-check", attempt, delay)
+    next_at = _send_check(
+        ctx, operation, envelope, PAYMENT_STATUS_CHECK_DUE, "payment-check", attempt, delay, now=now
+    )
     commit(
         deps,
         envelope,
@@ -237,13 +243,13 @@ def _schedule_check(
 
 
 def _reconciliation_check(
-    ctx: RecordContext, deps: StepDeps, operation: Operation, cause: Envelope, attempt: int
+    ctx: RecordContext, deps: StepDeps, operation: Operation, cause: Envelope, attempt: int, *, now: datetime
 ) -> tuple[int, datetime]:
     """Send the ``attempt``-th delayed PaymentReconciliationDue; returns (delay, when)."""
     # Never sooner than the legacy client's timeout: a call that timed out has landed by then.
     delay = max(_check_delay(deps, attempt), min(int(deps.settings.legacy_timeout_seconds) + 1, 900))
     return delay, _send_check(
-        ctx, operation, cause, PAYMENT_RECONCILIATION_DUE, "reconciliation", attempt, delay
+        ctx, operation, cause, PAYMENT_RECONCILIATION_DUE, "reconciliation", attempt, delay, now=now
     )
 
 
@@ -255,13 +261,13 @@ def _start_reconciling(
     code: str,
     reason: str,
     *,
-    now: datetime | None,
+    now: datetime,
 ) -> None:
     """The payment's outcome is unknown: RECONCILING, and the first reconciliation check scheduled.
     The operation is never FAILED on an unknown outcome -- money may have moved."""
     if operation.status is Status.RECONCILING:
         return
-    _, next_at = _reconciliation_check(ctx, deps, operation, envelope, 1)
+    _, next_at = _reconciliation_check(ctx, deps, operation, envelope, 1, now=now)
     plan = plan_step(
         deps.settings,
         operation,
@@ -295,7 +301,7 @@ def _reconcile(
     operation: Operation,
     request: Mapping[str, Any],
     *,
-    now: datetime | None,
+    now: datetime,
 ) -> None:
     """Ask the legacy system what happened under ``{operationId}:payment`` -- a read, never a charge."""
     key = payment_key(operation.operation_id)
@@ -324,8 +330,7 @@ def _reconcile(
             fail(deps, envelope, operation, "PaymentRejected", found.reason or "rejected", now=now)
             return
         unknown = "the legacy payment system still reports PROCESSING"
-    moment = now or datetime.now(UTC)
-    spent = (moment - operation.since).total_seconds()
+    spent = (now - operation.since).total_seconds()
     if spent >= deps.settings.reconcile_budget_seconds:
         end_unsuccessfully(
             deps,
@@ -340,7 +345,7 @@ def _reconcile(
         )
         return
     attempt = _attempt(envelope) + 1
-    delay, next_at = _reconciliation_check(ctx, deps, operation, envelope, attempt)
+    delay, next_at = _reconciliation_check(ctx, deps, operation, envelope, attempt, now=now)
     commit(
         deps,
         envelope,

@@ -33,6 +33,8 @@ from relay.errors import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from relay.consumer import RecordContext
 
 
@@ -56,7 +58,9 @@ def invoice_input(
 
 
 @runs(POST_PROCESSING_STEP)
-def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation) -> None:
+def post_process(
+    envelope: Envelope, ctx: RecordContext, deps: StepDeps, operation: Operation, now: datetime
+) -> None:
     """PaymentCompleted -> POST_PROCESSING -> invoice input in S3 -> INVOICE_PENDING + InvoiceRequested."""
     operation_id = operation.operation_id
     if envelope.claim_check is not None:  # a PaymentCompleted of the layout before
@@ -70,7 +74,7 @@ def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operati
     request = load_json(operation.request, deps.s3, what="request")
 
     if operation.status is Status.PAYMENT_COMPLETED:
-        advanced = advance(deps, operation, Status.POST_PROCESSING, POST_PROCESSING_STEP)
+        advanced = advance(deps, operation, Status.POST_PROCESSING, POST_PROCESSING_STEP, now=now)
         if advanced is None:
             skip(envelope, operation, "post-processing finished by a concurrent delivery")
             return
@@ -86,7 +90,7 @@ def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operati
     # A large invoice input's claim check is kept on the operation too: a re-drive of the invoice step
     # (the sweeper's InvoiceRedriveDue) names no input of its own.
     large: dict[str, Any] = {"invoice_input_ref": kept.ref} if kept.ref is not None else {}
-    plan = plan_step(deps.settings, operation, Status.INVOICE_PENDING, **large)
+    plan = plan_step(deps.settings, operation, Status.INVOICE_PENDING, now=now, **large)
     # The invoice input derives from the request and the payment reference, both in the operation:
     # the event carries its sha256 (the invoice worker rebuilds it and must get the same bytes), or
     # its claim check when it is large.
@@ -95,6 +99,7 @@ def post_process(envelope: Envelope, ctx: RecordContext, deps: StepDeps, operati
         operation,
         envelope,
         "invoice-requested",
+        now=now,
         payload={"invoiceInputSha256": kept.sha256} if kept.ref is None else None,
         claim_check=kept.ref,
     )

@@ -23,7 +23,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Concatenate, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from payments.operations import (
     UNSUCCESSFUL,
@@ -137,6 +137,8 @@ class LifecycleDeps(Protocol):
     def settings(self) -> Settings: ...
     @property
     def store(self) -> OperationStore: ...
+    @property
+    def clock(self) -> steps.Clock: ...
 
 
 class StepDeps(LifecycleDeps, Protocol):
@@ -164,24 +166,20 @@ class UnknownOperation(steps.UnknownEntity):
 # -------------------------------------------------------------------------------------------------
 
 
-def runs[**P](
-    rule: StepRule,
-) -> Callable[
-    [Callable[Concatenate[Envelope, RecordContext, StepDeps, Operation, P], None]],
-    Callable[Concatenate[Envelope, RecordContext, StepDeps, P], None],
-]:
-    """A step's entry: ``_begin`` decides whether (and on which operation) the body runs."""
+type StepBody = Callable[[Envelope, RecordContext, StepDeps, Operation, datetime], None]
+type Step = Callable[[Envelope, RecordContext, StepDeps], None]
 
-    def wrap(
-        body: Callable[Concatenate[Envelope, RecordContext, StepDeps, Operation, P], None],
-    ) -> Callable[Concatenate[Envelope, RecordContext, StepDeps, P], None]:
+
+def runs(rule: StepRule) -> Callable[[StepBody], Step]:
+    """A step's entry: ``_begin`` decides whether (and on which operation) the body runs, and the body
+    gets the moment it runs at, read once from ``deps.clock``."""
+
+    def wrap(body: StepBody) -> Step:
         @functools.wraps(body)
-        def step(
-            envelope: Envelope, ctx: RecordContext, deps: StepDeps, /, *args: P.args, **options: P.kwargs
-        ) -> None:
+        def step(envelope: Envelope, ctx: RecordContext, deps: StepDeps, /) -> None:
             operation = _begin(envelope, deps, rule)
             if operation is not None:
-                body(envelope, ctx, deps, operation, *args, **options)
+                body(envelope, ctx, deps, operation, deps.clock())
 
         return step
 
@@ -252,14 +250,16 @@ def on_stale(
     return explain_or_retry
 
 
-def advance(deps: StepDeps, operation: Operation, target: Status, rule: StepRule) -> Operation | None:
+def advance(
+    deps: StepDeps, operation: Operation, target: Status, rule: StepRule, *, now: datetime
+) -> Operation | None:
     """Apply one transition WITHOUT a marker (the step's work is still ahead). Returns the operation
     as it is now, or None if another delivery already finished the step.
 
     A plain conditional write (``apply_one``), not a one-item transaction: half the write units. A
     retry of it after its reply was lost finds ``target`` already applied, which ``on_stale`` explains
     as AlreadyApplied, and the fresh read below continues from there."""
-    plan = plan_step(deps.settings, operation, target)
+    plan = plan_step(deps.settings, operation, target, now=now)
     done = rule.done
     concurrent = rule.runs_from - {operation.status, target}
     try:
@@ -354,6 +354,7 @@ def step_event(
     cause: Envelope,
     step: str,
     *,
+    now: datetime,
     payload: Mapping[str, Any] | None = None,
     claim_check: ClaimCheckRef | None = None,
     ids: Mapping[str, str] | None = None,
@@ -367,6 +368,7 @@ def step_event(
         claim_check=claim_check,
         correlation_id=operation.correlation_id,
         causation_id=cause.event_id,
+        occurred_at=now,
     )
 
 
@@ -375,7 +377,7 @@ def plan_step(
     operation: Operation,
     target: Status,
     *,
-    now: datetime | None = None,
+    now: datetime,
     error: OperationError | None = None,
     **attributes: Any,
 ) -> TransitionPlan:
@@ -395,7 +397,7 @@ def end_unsuccessfully(
     code: str,
     message: str,
     *,
-    now: datetime | None = None,
+    now: datetime,
     marker: bool = True,
 ) -> None:
     """Move the operation to an unsuccessful terminal state (FAILED, PAYMENT_UNRESOLVED,
@@ -410,7 +412,7 @@ def end_unsuccessfully(
     payload: dict[str, Any] = {"code": code, "reason": message}
     if operation.payment_ref:
         payload["paymentRef"] = operation.payment_ref
-    ended = step_event(event_type, operation, envelope, label, payload=payload)
+    ended = step_event(event_type, operation, envelope, label, now=now, payload=payload)
     done = PAYMENT_DONE if target is not Status.INVOICE_FAILED else INVOICE_DONE | POST_PROCESSING_DONE
     write = deps.store.transition_write(
         plan,
@@ -450,7 +452,7 @@ def fail(
     code: str,
     message: str,
     *,
-    now: datetime | None = None,
+    now: datetime,
 ) -> None:
     end_unsuccessfully(deps, envelope, operation, Status.FAILED, code, message, now=now)
 

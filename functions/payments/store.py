@@ -361,6 +361,7 @@ class OperationStore(EntityStore):
         operation: Operation,
         event: Envelope,
         *,
+        now: datetime,
         deadline: datetime,
         on_condition_failed: OnConditionFailed,
     ) -> BusinessWrite:
@@ -370,7 +371,7 @@ class OperationStore(EntityStore):
         update = (
             Update()
             .add("redrives", 1)
-            .set("lastRedriveAt", now_iso(datetime.now(UTC)))
+            .set("lastRedriveAt", now_iso(now))
             .set(entity_events.EVENTS_ATTRIBUTE, [entity_events.compact(event)])
             .set_all(deadlines.deadline_attributes(operation.operation_id, deadline, self.deadline_shards))
         )

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from payments.operations import AlreadyApplied, Operation, Status, parse_iso
@@ -97,7 +97,7 @@ class SweepReport:
 
 def sweep(deps: SweepDeps, cause: Envelope, *, now: datetime | None = None) -> SweepReport:
     """One sweep of the deadline index; ``cause`` is the schedule's SweepDue event."""
-    moment = now or datetime.now(UTC)
+    moment = now or deps.clock()
     report = SweepReport()
     store = deps.store
     shards = deps.settings.deadline_shards_to_read
@@ -250,7 +250,12 @@ def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: i
                 reconcile_reason=f"PaymentStepBudgetSpent: {why}",
             )
             ask = _step_event(
-                PAYMENT_RECONCILIATION_DUE, operation, cause, "reconciliation-swept", payload={"attempt": 1}
+                PAYMENT_RECONCILIATION_DUE,
+                operation,
+                cause,
+                "reconciliation-swept",
+                now=now,
+                payload={"attempt": 1},
             )
             deps.store.apply_one(
                 deps.store.transition_write(
@@ -280,7 +285,13 @@ def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: i
 
 
 def _step_event(
-    event_type: str, operation: Operation, cause: Envelope, label: str, *, payload: dict[str, Any]
+    event_type: str,
+    operation: Operation,
+    cause: Envelope,
+    label: str,
+    *,
+    now: datetime,
+    payload: dict[str, Any],
 ) -> Envelope:
     return new_envelope(
         event_type,
@@ -289,6 +300,7 @@ def _step_event(
         payload=payload,
         correlation_id=operation.correlation_id,
         causation_id=cause.event_id,
+        occurred_at=now,
     )
 
 
@@ -302,7 +314,7 @@ def redrive(deps: LifecycleDeps, cause: Envelope, operation: Operation, now: dat
     payload.update(
         {"attempt": 1} if event_type == PAYMENT_RECONCILIATION_DUE else {"status": str(operation.status)}
     )
-    event = _step_event(event_type, operation, cause, "redrive", payload=payload)
+    event = _step_event(event_type, operation, cause, "redrive", now=now, payload=payload)
     deadline = deps.settings.redrive_deadline(
         now, status=operation.status, since=operation.since, redrives=operation.redrives
     )
@@ -311,6 +323,7 @@ def redrive(deps: LifecycleDeps, cause: Envelope, operation: Operation, now: dat
             deps.store.redrive_write(
                 operation,
                 event,
+                now=now,
                 deadline=deadline,
                 on_condition_failed=lambda _old: AlreadyApplied("the operation moved on"),
             )

@@ -15,6 +15,7 @@ from payments.notices import NoticeDeps
 from payments.settings import Settings
 from payments.store import OperationStore
 from relay.clients import AwsClients, aws_client
+from relay.steps import Clock, utc_now
 from relay.wiring import Wired
 
 
@@ -31,6 +32,10 @@ class Wiring(AwsClients):
             ddb_client=self.ddb,
             deadline_shards=self.settings.deadline_shards,
         )
+
+    @property
+    def clock(self) -> Clock:
+        return utc_now
 
     @functools.cached_property
     def bucket(self) -> str:

@@ -16,6 +16,7 @@ import pytest
 
 from local.fakes.invoice_api import InvoiceApiFake
 from local.fakes.legacy_payments import LegacyPaymentsFake
+from relay.state_machine import now_iso
 from tests.builders import FakeContext
 from tests.handlers.payments.builders import (
     accepted_operation,
@@ -172,6 +173,29 @@ def test_a_reply_lost_after_the_charge_is_reconciled_to_completed_charged_once(
     assert legacy.charges_by_operation() == {operation_id: 1}
     # Reconciliation only reads: one POST (the lost one), then a GET.
     assert [c["method"] for c in legacy.calls() if c["path"].startswith("/payments")] == ["POST", "GET"]
+
+
+def test_a_step_reads_the_time_from_its_wirings_clock_once(
+    infra: Infrastructure, legacy: LegacyPaymentsFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clock is passed in: the step's history, its event and its transition carry the moment the
+    wiring's clock gave, never a ``datetime.now`` of their own."""
+    import payments.wiring
+
+    operation_id = accepted_operation(payment_request())
+    event = queued_event(infra, "payment-requests", expect=1)
+    stopped = (datetime.now(UTC) + timedelta(minutes=7)).replace(microsecond=123000)
+    monkeypatch.setattr(payments.wiring, "utc_now", lambda: stopped)
+
+    assert failed_ids(run_worker(event)) == []
+    operation = infra.operation(operation_id)
+    assert operation is not None and operation.status.value == "PAYMENT_COMPLETED"
+    at = now_iso(stopped)
+    assert [(s.status, s.at) for s in operation.steps if s.step == "payment"] == [
+        ("STARTED", at),
+        ("COMPLETED", at),
+    ]
+    assert produced_event(infra, operation_id, "PaymentCompleted").occurred_at == stopped
 
 
 def test_a_timeout_without_effect_is_reconciled_to_failed_not_charged(

@@ -57,7 +57,9 @@ def apply(operation: Operation, target: Status, *, events: tuple[Envelope, ...] 
 
     store = wiring().store
     error = OperationError("Test", "forced") if target in UNSUCCESSFUL else None
-    plan = plan_transition(operation, target, error=error, ttl_days=5, deadlines=DEADLINES)
+    plan = plan_transition(
+        operation, target, now=datetime.now(UTC), error=error, ttl_days=5, deadlines=DEADLINES
+    )
     store.apply_one(
         store.transition_write(plan, on_condition_failed=on_stale(plan, frozenset()), events=events)
     )
@@ -120,7 +122,14 @@ def test_every_illegal_transition_is_rejected_before_anything_is_written(
     )
 
     with pytest.raises(IllegalTransition, match="not a legal transition"):
-        plan_transition(operation, target, error=OperationError("x", "y"), ttl_days=1, deadlines=DEADLINES)
+        plan_transition(
+            operation,
+            target,
+            now=datetime.now(UTC),
+            error=OperationError("x", "y"),
+            ttl_days=1,
+            deadlines=DEADLINES,
+        )
 
 
 def test_stale_transition_from_an_old_state_is_rejected_by_dynamodb_and_not_applied(
@@ -167,7 +176,7 @@ def test_transition_to_a_state_the_operation_already_passed_reads_as_already_app
     operation = operation_in(infra, Status.PAYMENT_PROCESSING, version=2)
     apply(operation, Status.PAYMENT_COMPLETED)
     store = wiring().store
-    plan = plan_transition(operation, Status.PAYMENT_COMPLETED, deadlines=DEADLINES)
+    plan = plan_transition(operation, Status.PAYMENT_COMPLETED, now=datetime.now(UTC), deadlines=DEADLINES)
 
     with pytest.raises(AlreadyApplied):
         store.apply_one(store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)))
@@ -209,7 +218,7 @@ def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_
     assert moved is not None
     apply(moved, Status.RECONCILING)
     store = wiring().store
-    plan = plan_transition(stale, Status.PAYMENT_PROCESSING, deadlines=DEADLINES)
+    plan = plan_transition(stale, Status.PAYMENT_PROCESSING, now=datetime.now(UTC), deadlines=DEADLINES)
     concurrent = PAYMENT_STEP.runs_from - {Status.PENDING, Status.PAYMENT_PROCESSING}
     write = store.transition_write(
         plan, on_condition_failed=on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING}, concurrent)
@@ -244,11 +253,11 @@ def test_a_stepadvance_is_one_plain_update_and_its_retry_after_a_lost_reply_carr
 
     deps.store.ddb.meta.events.register("before-call.dynamodb", count)
     try:
-        moved = advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
+        moved = advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP, now=datetime.now(UTC))
         assert calls == ["UpdateItem"]
         assert moved is not None and moved.status is Status.PAYMENT_PROCESSING and moved.version == 2
         # The same write again: what a retry after a lost reply sends.
-        again = advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP)
+        again = advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP, now=datetime.now(UTC))
     finally:
         deps.store.ddb.meta.events.unregister("before-call.dynamodb", count)
     assert again is not None and again.status is Status.PAYMENT_PROCESSING and again.version == 2

@@ -19,6 +19,7 @@ The steps decide; the stores own tables, clients and how writes are assembled.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from relay.entity_events import seen_in
@@ -26,6 +27,15 @@ from relay.envelope import Envelope
 from relay.errors import InvalidInput, PermanentError
 from relay.observability import logger, record_metric
 from relay.state_machine import AlreadyApplied
+
+type Clock = Callable[[], datetime]
+"""What a step reads the time from: its wiring's ``clock`` (``utc_now`` in a function; a test passes
+its own). A step reads it once, at its entry, and passes the moment down: never ``datetime.now``."""
+
+
+def utc_now() -> datetime:
+    """The wall clock, in UTC: the ``Clock`` a deployed function is wired with."""
+    return datetime.now(UTC)
 
 
 class UnknownEntity(PermanentError):
