@@ -15,7 +15,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
-PYTHON_SOURCES := app.py infra functions layers/relay/python local ops tests bench scripts
+PYTHON_SOURCES := app.py infra functions layers/relay/python emulator local ops tests bench scripts examples
 
 .PHONY: chaos cost cost-scale capacity openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint _cfn-lint checkov _checkov _templates pytest unit handlers infra e2e test test-profile bench demo local deploy diff destroy stateful-manifest smoke clean
 
@@ -96,7 +96,7 @@ hooks: $(BIN)/.installed ## install the git pre-commit hook (ruff lint + format 
 	$(BIN)/pre-commit install
 
 typecheck: $(BIN)/.installed ## mypy (strict) on the kernel, the functions, the sandbox and the infra
-	$(BIN)/mypy layers/relay/python/relay functions local infra ops scripts
+	$(BIN)/mypy layers/relay/python/relay functions emulator local infra ops scripts examples
 
 synth: install ## synthesize every stack to cdk.out/ with cdk-nag and the Relay guards on
 	npx cdk synth --quiet -c stage=$(STAGE)

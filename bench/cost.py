@@ -1,7 +1,7 @@
 """Cost per million operations, measured: ``make cost`` (``python bench/cost.py``).
 
 Runs N operations of each flow through the local sandbox and counts every AWS request each makes, by
-caller, service and action (``local.request_meter``, in the emulator), including what the managed
+caller, service and action (``emulator.request_meter``, in the emulator), including what the managed
 glue makes on AWS's side: the event source mappings' ReceiveMessage, DeleteMessageBatch and stream
 GetRecords (callers ``glue:esm (<function>)``), SNS's deliveries to SQS, the bus's deliveries to its
 rules' queues, and the Scheduler and API-destination invocations. Then prices them with the
@@ -39,9 +39,7 @@ import os
 import sys
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,40 +47,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "layers" / "relay" / "python"))
 
+from bench.pricing import Measured, breakdown, counts, price  # noqa: E402
+from emulator.iam_enforcer import CONTROL_PREFIX  # noqa: E402
+from emulator.server import client, free_port  # noqa: E402
 from local.demo import publish_report  # noqa: E402
-from local.emulator import client, free_port  # noqa: E402
-from local.iam_enforcer import CONTROL_PREFIX  # noqa: E402
 from local.sandbox import Sandbox, SandboxConfig  # noqa: E402
 
-PRICES = json.loads((ROOT / "bench" / "prices.json").read_text())["prices"]
 DURATION_MS = 60.0
 # An idle queue's Lambda pollers (5 at first) each long-poll 20 s: 5 x 3 a minute, all month.
 IDLE_RECEIVES_PER_QUEUE_MONTH = 5 * 3 * 60 * 24 * 30
-
-
-def price(key: str, units: float) -> float:
-    entry = PRICES[key]
-    return float(entry["usd"]) * units / float(entry["per"])
-
-
-@dataclass
-class Measured:
-    """What one flow's N operations made, per operation."""
-
-    flow: str
-    operations: int
-    requests: list[dict[str, Any]] = field(default_factory=list)  # the meter's rows (deltas)
-    invocations: dict[str, int] = field(default_factory=dict)  # function -> invocations
-    log_bytes: dict[str, int] = field(default_factory=dict)  # function -> bytes logged
-    schedule_firings: int = 0
-    api_destination_calls: int = 0
-    producer_publishes: int = 0  # what the flow's producer published (outside the app)
-    http_requests: int = 0  # requests to the app's HTTP APIs (the clients', the API destination's)
-    seconds: float = 0.0
-    # The clock-driven work (the sweeper), left out of the per-operation figures: its requests per run,
-    # to show they do not grow with the volume in flight.
-    periodic_requests: int = 0
-    periodic_runs: int = 0
 
 
 def _meter(sb: Sandbox, *, reset: bool = False) -> list[dict[str, Any]]:
@@ -315,53 +288,6 @@ def _memory_gb(sb: Sandbox, function: str) -> float:
     return sb.topology.functions[function].memory / 1024
 
 
-def billed_as(service: str, action: str, caller: str) -> tuple[str, str | None]:
-    """The breakdown line a metered request goes to, and the ``bench/prices.json`` key it is billed
-    under (None: AWS does not charge it)."""
-    where = "glue" if caller.startswith("glue:") else "code"
-    if action == "Deliver to SQS":
-        if service == "sns":
-            return "SNS deliveries to SQS (free)", "sns.delivery.sqs"
-        return "EventBridge deliveries to SQS (free)", "events.delivery"
-    if service == "sqs":
-        return f"SQS {action} ({where})", "sqs.request"
-    if service == "sns":
-        return f"SNS {action}", "sns.publish"
-    if service == "dynamodb":
-        if action in ("GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"):
-            return f"DynamoDB {action} (read units)", "dynamodb.rru"
-        return f"DynamoDB {action} (write units)", "dynamodb.wru"
-    if service == "dynamodbstreams":
-        return "DynamoDB Streams (Lambda trigger: free)", None
-    if service == "s3":
-        return f"S3 {action}", "s3.put" if action in ("PutObject", "POST", "CopyObject") else "s3.get"
-    if service == "events":
-        return f"EventBridge {action}", "events.put"
-    if service == "secretsmanager":
-        return f"Secrets Manager {action}", "secretsmanager.api"
-    return f"{service} {action}", None
-
-
-def breakdown(m: Measured, duration_ms: float, memory_gb: Callable[[str], float]) -> dict[str, float]:
-    """$ per operation, by line (service: what). ``memory_gb``: a function's configured memory."""
-    lines: dict[str, float] = defaultdict(float)
-    for row in m.requests:
-        billed = float(row["billed"]) - row["empty"]  # idle polling: a fixed cost, not the operation's
-        line, key = billed_as(row["service"], row["action"], row["caller"])
-        lines[line] += price(key, billed) if key else 0.0
-    for function, count in m.invocations.items():
-        lines["Lambda requests"] += price("lambda.request", count)
-        lines["Lambda duration"] += price(
-            "lambda.gb_second.arm64", count * duration_ms / 1000 * memory_gb(function)
-        )
-    lines["CloudWatch Logs (logs + EMF)"] += price("logs.ingest_gb", sum(m.log_bytes.values()) / 1024**3)
-    lines["EventBridge Scheduler invocations"] += price("scheduler.invocation", m.schedule_firings)
-    lines["EventBridge API destination calls"] += price("events.api_destination", m.api_destination_calls)
-    lines["SNS Publish (the producer's)"] += price("sns.publish", m.producer_publishes)
-    lines["API Gateway HTTP API requests"] += price("apigateway.http_request", m.http_requests)
-    return {k: v / m.operations for k, v in lines.items() if v or "(free)" in k}
-
-
 # -- the floor ------------------------------------------------------------------------------------
 
 # The fewest requests a payment needs for what the design guarantees -- accepted only once durable,
@@ -459,17 +385,6 @@ def model_lines(
     invocations = sum(units for key, units, _ in model.values() if key == "lambda.request")
     lines["lambda-duration"] = price("lambda.gb_second.arm64", invocations * duration_ms / 1000 * memory_gb)
     return lines
-
-
-def counts(m: Measured) -> dict[str, float]:
-    """Requests per operation by service and action (empty receives apart)."""
-    out: defaultdict[str, float] = defaultdict(float)
-    for row in m.requests:
-        out[f"{row['service']}:{row['action']}"] += (row["requests"] - row["empty"]) / m.operations
-        if row["empty"]:
-            out[f"{row['service']}:{row['action']} (empty, idle polling)"] += row["empty"] / m.operations
-    out["lambda:Invoke"] += sum(m.invocations.values()) / m.operations
-    return dict(sorted(out.items()))
 
 
 def main(argv: list[str] | None = None) -> int:

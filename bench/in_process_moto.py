@@ -1,5 +1,5 @@
 """What a benchmark of in-process moto (``mock_aws``) sets before it imports boto3: the repo root on
-``sys.path`` (for ``local.moto_patches``) and dummy credentials in us-east-1, unless already set."""
+``sys.path`` (for ``emulator.moto_patches``) and dummy credentials in us-east-1, unless already set."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Query of a table in the emulator: ``local.moto_patches`` patch 12 (the partition alone) beside
+"""Query of a table in the emulator: ``emulator.moto_patches`` patch 12 (the partition alone) beside
 moto's own Query (every item of the table listed and sorted). Prints ``<name>: <value>`` lines.
 Figures only -- nothing here is asserted.
 
@@ -66,7 +66,7 @@ def main() -> None:
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from local.moto_patches import partition_query
+    from emulator.patches.partition_query import install as partition_query
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")

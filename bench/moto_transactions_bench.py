@@ -1,4 +1,4 @@
-"""TransactWriteItems in the emulator: ``local.moto_patches`` patch 2 beside moto's own implementation;
+"""TransactWriteItems in the emulator: ``emulator.moto_patches`` patch 2 beside moto's own implementation;
 and the parse and validation of a payment step's update expression, patch 13 (no deep copy of the
 AST) beside moto's own.
 Prints ``<name>: <value>`` lines. Figures only -- nothing here is asserted.
@@ -60,7 +60,7 @@ def _per_transaction_us(count: int, patched: bool, via_client: bool) -> float:
     from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.dynamodb.models import dynamodb_backends
 
-    from local.moto_patches import fast_atomic_dynamodb
+    from emulator.moto_patches import fast_atomic_dynamodb
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
@@ -114,7 +114,7 @@ def _validation_us() -> tuple[float, float]:
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
     from moto.dynamodb.parsing.validators import UpdateExpressionValidator
 
-    from local.moto_patches import single_use_update_asts
+    from emulator.patches.update_asts import install as single_use_update_asts
 
     names = {name: name[1:] for name in re.findall(r"#\w+", STEP_UPDATE)}
     values: dict[str, dict[str, Any]] = {

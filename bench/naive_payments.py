@@ -19,7 +19,7 @@ moto's ``mock_aws``:
   it out.
 
 Every AWS request is counted by caller, service and action and billed by the app's own meter
-(``local.request_meter._billed``: DynamoDB read/write units from the wire JSON, SQS/SNS per 64 KB
+(``emulator.request_meter._billed``: DynamoDB read/write units from the wire JSON, SQS/SNS per 64 KB
 chunk), from two botocore events on each client: ``before-send`` (the prepared request, its body
 kept in the request context) and ``response-received`` (the raw answer). The driver plays each
 queue's event source mapping (ReceiveMessage of 1, no wait, DeleteMessage on success): its calls are
@@ -62,7 +62,8 @@ from pydantic import BaseModel, ConfigDict, Field
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from local.request_meter import _billed  # noqa: E402
+from bench.pricing import Measured, billed_as, counts  # noqa: E402
+from emulator.request_meter import _billed  # noqa: E402
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -70,8 +71,6 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
-
-    from bench.cost import Measured
 
 REGION = "us-east-1"
 OPERATIONS_TABLE = "naive-operations"
@@ -100,7 +99,7 @@ _BODY = "naive_meter_body"  # where before-send leaves the wire body for respons
 
 
 class Meter:
-    """Every AWS request the attached clients make, as ``local.request_meter`` counts and bills them:
+    """Every AWS request the attached clients make, as ``emulator.request_meter`` counts and bills them:
     per (caller, service, action) requests, billed units and empty receives."""
 
     def __init__(self, fanout: Mapping[str, int]) -> None:
@@ -140,7 +139,7 @@ class Meter:
 
     def _deliveries(self, body: bytes) -> None:
         """SNS's deliveries to the subscribed queues: no request the clients see (AWS charges none),
-        counted as ``local.request_meter.delivered`` does."""
+        counted as ``emulator.tallies.delivered`` does."""
         query = parse_qs(body.decode())
         names = {k.rsplit(".", 1)[0]: v[0] for k, v in query.items() if k.endswith(".Name")}
         for prefix, name in names.items():
@@ -169,9 +168,7 @@ class NaiveMeasured:
     invoices_issued: int = 0
 
     def measured(self) -> Measured:
-        """As ``bench/cost.py``'s ``Measured``, which its breakdown and counts read."""
-        from bench.cost import Measured
-
+        """As ``bench.pricing.Measured``, which the breakdown and counts read."""
         return Measured(
             flow="naive payments",
             operations=self.operations,
@@ -181,18 +178,15 @@ class NaiveMeasured:
         )
 
     def counts(self) -> dict[str, float]:
-        """Requests per operation by service and action (empty receives apart): ``cost.counts``, and
+        """Requests per operation by service and action (empty receives apart): ``bench.pricing.counts``, and
         the HTTP API's requests."""
-        from bench.cost import counts
-
         out = counts(self.measured())
         out["apigateway:HTTP request"] = self.http_requests / self.operations
         return dict(sorted(out.items()))
 
     def units(self) -> dict[str, float]:
-        """Billed units per operation by ``bench/prices.json`` key (idle polling left out)."""
-        from bench.cost import billed_as  # the one billing rule, the measured app's
-
+        """Billed units per operation by ``bench/prices.json`` key (idle polling left out), by the
+        measured app's own billing rule (``bench.pricing.billed_as``)."""
         out: defaultdict[str, float] = defaultdict(float)
         for row in self.requests:
             key = billed_as(row["service"], row["action"], row["caller"])[1] or "free"

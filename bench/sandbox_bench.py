@@ -29,8 +29,8 @@ from datetime import datetime
 
 import requests
 
-from local.cpu import cpu_seconds
-from local.emulator import client, free_port
+from emulator.cpu import cpu_seconds
+from emulator.server import client, free_port
 from local.sandbox import Sandbox, SandboxConfig
 
 TERMINAL = {"COMPLETED", "FAILED"}

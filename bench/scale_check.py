@@ -22,8 +22,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.cost import _meter, _payment, counts, measure, payments_flow, periodic  # noqa: E402
-from local.emulator import free_port  # noqa: E402
+from bench.cost import _meter, _payment, measure, payments_flow, periodic  # noqa: E402
+from bench.pricing import counts  # noqa: E402
+from emulator.server import free_port  # noqa: E402
 from local.lifecycle import SWEEP_SCHEDULE  # noqa: E402
 from local.sandbox import Sandbox, SandboxConfig  # noqa: E402
 

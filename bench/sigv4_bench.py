@@ -1,7 +1,7 @@
 """What API Gateway's AWS_IAM check costs a request in the sandbox: prints ``<name>: <value>`` lines,
 asserts nothing.
 
-The same request through the sandbox's HTTP API (``local.http_api.HttpApi.handle``, a runtime that
+The same request through the sandbox's HTTP API (``emulator.http_api.HttpApi.handle``, a runtime that
 answers at once, so the route, the event and the response mapping are what is timed) on a route with
 ``NONE`` authorization and on the same route with ``AWS_IAM``, signed by the sandbox's client
 (``ops.sigv4``, botocore's SigV4Auth); runs interleaved, medians of each, and their ratio. Also what
@@ -22,11 +22,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
+from emulator.http_api import HttpApi  # noqa: E402
+from emulator.provision import HttpApiSpec, RouteSpec  # noqa: E402
+from emulator.runtime import InvokeResult  # noqa: E402
+from emulator.server import ACCOUNT_ID, REGION  # noqa: E402
 from local import callers  # noqa: E402
-from local.emulator import ACCOUNT_ID, REGION  # noqa: E402
-from local.http_api import HttpApi  # noqa: E402
-from local.provision import HttpApiSpec, RouteSpec  # noqa: E402
-from local.runtime import InvokeResult  # noqa: E402
 from ops.sigv4 import signed_headers  # noqa: E402
 
 ROUNDS, PER_ROUND = 15, 200

@@ -185,7 +185,7 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def _fire_schedule(args: argparse.Namespace) -> int:
-    from local.control import fire_remote
+    from emulator.control import fire_remote
 
     if not STATE_FILE.exists():
         print("no sandbox running (start one with `python -m local up`)", file=sys.stderr)
@@ -237,7 +237,7 @@ def firing_report(firings: list[dict[str, Any]]) -> tuple[list[str], int]:
 
 
 def _iam_report(args: argparse.Namespace) -> int:
-    from local.iam_report import fetch_report, format_report
+    from emulator.iam_report import fetch_report, format_report
 
     endpoint = args.endpoint_url
     if endpoint is None:

@@ -8,11 +8,11 @@ below, then checks the invariants from the system's own records and the fakes' l
 Faults, each drawn from one seeded generator per kind (``--seed`` makes the draws reproducible; the
 threads' interleaving is not):
 
-* **crashes**: ``rate/5`` of all invocations SIGKILLed mid-invocation (``local.runtime.Crashes``);
+* **crashes**: ``rate/5`` of all invocations SIGKILLed mid-invocation (``emulator.runtime.Crashes``);
 * **AWS API errors**: ``rate`` of the functions' own calls to DynamoDB, SQS, SNS and S3 answered with
   a throttle, a 5xx or no reply at all, before the request took effect or after it
-  (``local.aws_faults``); the SDK's retries see them as AWS's would be;
-* **duplicate deliveries**: ``rate`` of all batches invoked twice (``local.mappings.DuplicateDelivery``);
+  (``emulator.aws_faults``); the SDK's retries see them as AWS's would be;
+* **duplicate deliveries**: ``rate`` of all batches invoked twice (``emulator.mappings.DuplicateDelivery``);
 * **lost replies**: the legacy payment system, the invoice API and the shipping API commit ``rate`` of
   their POSTs and lose the reply (the invoice API with a 500, the other two by dropping the connection);
 * **partner errors**: every fake answers ``rate/2`` of its calls 503, with no effect;
@@ -47,13 +47,13 @@ from typing import Any
 
 import requests
 
-from local import aws_faults, lifecycle
-from local.cpu import cpu_seconds
+from emulator import aws_faults
+from emulator.cpu import cpu_seconds
+from emulator.server import client
+from local import lifecycle
 from local.demo import TERMINAL, payment_body, publish_report
 from local.demo_orders import BASKETS, LIMITED, NOTIFIED, OrdersReader
-from local.emulator import client
-from local.runtime import PROJECT_ROOT
-from local.sandbox import Sandbox, snapshot, status_line
+from local.sandbox import PROJECT_ROOT, Sandbox, snapshot, status_line
 from ops.seed_stock import DEFAULT_FILE, load_levels, seed_stock
 
 DEFAULT_OPERATIONS = 10_000

@@ -34,10 +34,9 @@ from typing import Any
 
 import requests
 
+from emulator.server import client
 from local import lifecycle
-from local.emulator import client
-from local.runtime import PROJECT_ROOT
-from local.sandbox import Sandbox, snapshot, status_line
+from local.sandbox import PROJECT_ROOT, Sandbox, snapshot, status_line
 
 TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED", "CANCELLED"}
 CALLBACK_EVERY = 4  # every 4th payment asks for a completion notice (the sandbox's callback receiver)
@@ -490,7 +489,7 @@ def run_demo(sandbox: Sandbox, payments: int = DEFAULT_PAYMENTS) -> int:
 def iam_section(sandbox: Sandbox) -> bool:
     """Every call above was authorized against its function's synthesized role: none may be denied.
     The full least-privilege report (grants never used) goes to a file beside the logs."""
-    from local.iam_report import fetch_report, format_report
+    from emulator.iam_report import fetch_report, format_report
 
     report = fetch_report(sandbox.endpoint)
     lines = format_report(report)

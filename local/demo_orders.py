@@ -23,9 +23,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from local.emulator import client
-from local.runtime import PROJECT_ROOT
-from local.sandbox import Sandbox
+from emulator.server import client
+from local.sandbox import PROJECT_ROOT, Sandbox
 from ops.seed_stock import DEFAULT_FILE, load_levels, seed_stock
 
 NOTIFIED = ("OrderCreated", "OrderPaid", "OrderRejected")

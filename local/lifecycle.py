@@ -13,10 +13,10 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from local.emulator import client
+from emulator.server import client
 
 if TYPE_CHECKING:
-    from local.eventbridge import Firing
+    from emulator.eventbridge import Firing
     from local.sandbox import Sandbox
 
 SWEEP_SCHEDULE = "payments-sweep"

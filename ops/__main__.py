@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ops.app import OpsError, add_connection_arguments, connect
+from ops.paths import use_function_code
 
 BUILT_IN = ("ops.status", "ops.dlq", "ops.doctor")
 NOT_COMMANDS = {"ops.app", "ops.__main__"}
@@ -93,6 +94,8 @@ def _not_yet(command: str, what: str) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # The one place the path is set: the commands read the services' items and call the kernel.
+    use_function_code()
     parser, problems = build_parser()
     for problem in problems:
         print(f"warning: ops module {problem}; its commands are unavailable", file=sys.stderr)

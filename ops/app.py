@@ -12,7 +12,7 @@ for a queue URL or an ARN: a short name (``payments-payment-requests-dlq``) is e
     app.client("sqs")   # one cached boto3 client per service
 
 What the local sandbox does not hold. The sandbox runs functions, event source mappings and alarms
-outside its emulator (``local/provision.py`` records them for its own runtime and never creates them in
+outside its emulator (``emulator/provision.py`` records them for its own runtime and never creates them in
 moto; ``.sandbox/state.json`` and the control server do not list them either), and it gives the queue
 policies to its IAM enforcer instead of setting them on the queues. Against a loopback endpoint
 ``connect()`` therefore points ``App.templates`` at ``cdk.out`` (the assembly the sandbox provisioned
@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_STAGE = "dev"
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
-SANDBOX_REGION = "us-east-1"  # local/emulator.py REGION: the sandbox provisions everything there
+SANDBOX_REGION = "us-east-1"  # emulator/server.py REGION: the sandbox provisions everything there
 SANDBOX_STATE = ROOT / ".sandbox" / "state.json"
 DEFAULT_TEMPLATES = ROOT / "cdk.out"
 # Every DLQ the constructs make is named so: `<queue>-dlq` (ReliableQueue), `<topic>-undeliverable`
@@ -643,10 +643,10 @@ def _function_name(arn: str) -> str:
 
 def read_declared(cdk_out: Path, prefix: str) -> Declared:
     """Functions, SQS/stream mappings, alarms and queue policies as the stage's templates declare them,
-    named as the sandbox names them (``local.provision``: a resource without a name property is
+    named as the sandbox names them (``emulator.provision``: a resource without a name property is
     ``<stack>-<logical id>``), references resolved with the sandbox's own resolver."""
-    from local.emulator import ACCOUNT_ID, REGION
-    from local.templates import Physical, Resolver, Unresolved, load_stacks
+    from emulator.server import ACCOUNT_ID, REGION
+    from emulator.templates import Physical, Resolver, Unresolved, load_stacks
 
     functions: list[FunctionInfo] = []
     mappings: list[MappingInfo] = []

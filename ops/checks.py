@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ops.app import App, FunctionInfo
-    from ops.dlq import Moved
+    from ops.parked import Moved
     from relay.envelope import Envelope
 
 
@@ -249,9 +249,6 @@ EVIDENCE: dict[str, Evidence] = {
 def first_batch_problems(app: App, batch: Sequence[Moved], out: Callable[[str], None] = print) -> list[str]:
     """Each moved event checked against the record its destination queue's consumer leaves. A consumer
     with no entry in ``EVIDENCE`` is a problem: it cannot be verified, so the redrive stops."""
-    from ops.lookup import _paths
-
-    _paths()
     from relay.errors import InvalidInput
     from relay.unwrap import envelope_from_sqs_record
 

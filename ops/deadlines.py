@@ -15,13 +15,8 @@ from typing import Any
 from ops.app import App
 
 
-def _paths() -> None:
-    import infra.stacks  # noqa: F401  (puts functions/ and layers/relay/python on sys.path)
-
-
 def stage_shards(app: App) -> tuple[int, int]:
     """(the count writers hash into, the count readers read) of the stage, from its sweeper."""
-    _paths()
     from relay import deadlines
 
     sweeper = next((f for f in app.functions() if "DEADLINE_SHARDS" in f.environment), None)
@@ -32,7 +27,6 @@ def stage_shards(app: App) -> tuple[int, int]:
 
 
 def run(app: App, *, rebalance: bool) -> int:
-    _paths()
     from relay import deadlines
 
     table = app.name("payments", "operations")

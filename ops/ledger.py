@@ -49,7 +49,6 @@ def _mark(app: App, key: dict[str, str], *, reason: str, at: str) -> bool:
 
 def mark_moved(app: App, source_queue: str, message_ids: Iterable[str], *, reason: str) -> int:
     """Mark the entries of messages moved by hand; returns how many were marked."""
-    import infra.stacks  # noqa: F401  (the kernel on sys.path)
     from relay.ledger import ledger_key
 
     at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
@@ -58,7 +57,6 @@ def mark_moved(app: App, source_queue: str, message_ids: Iterable[str], *, reaso
 
 def mark_parked_before(app: App, source_queue: str, before: datetime, *, reason: str) -> int:
     """Mark every entry of ``source_queue`` still PARKED and parked before ``before``."""
-    import infra.stacks  # noqa: F401
     from relay.ledger import queue_name
 
     ddb = app.client("dynamodb")

@@ -34,11 +34,6 @@ if TYPE_CHECKING:
 AUDIT_FILE = Path(".ops") / "replay-audit.jsonl"
 
 
-def _paths() -> None:
-    # The services' data-access modules (functions/) and the kernel, as the CDK app does.
-    import infra.stacks  # noqa: F401  (puts functions/ and layers/relay/python on sys.path)
-
-
 def _iso(epoch: Any) -> str | None:
     if epoch is None:
         return None
@@ -80,7 +75,6 @@ def parked_messages(app: App, id_name: str, entity_id: str) -> list[dict[str, An
 
 def operation_rows(app: App, operation_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The operation's item and every row under it (its outbox rows), in one consistent Query."""
-    _paths()
     rows = _items(app, app.name("payments", "operations"), f"OPERATION#{operation_id}")
     return next((r for r in rows if r.get("sk") == "OPERATION"), None), rows
 
@@ -143,7 +137,6 @@ def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
 
 
 def describe_order(app: App, order_id: str) -> dict[str, Any] | None:
-    _paths()
     rows = _items(app, app.name("orders", "orders"), f"ORDER#{order_id}")
     item = next((r for r in rows if r.get("sk") == "ORDER"), None)
     if item is None:
@@ -184,7 +177,6 @@ class ReplayRefused(Refused):
 
 def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> dict[str, Any]:
     """Re-drive the operation's current step (``payments.sweeper.redrive``); returns the audit record."""
-    _paths()
     from payments.operations import MEANING
     from payments.settings import Settings
     from payments.store import OperationStore
@@ -261,7 +253,6 @@ def republish_order(
     stream's failure destination), the events are still in the items, and this puts them out. Every
     consumer dedupes on the eventId, so publishing an event that did go out changes nothing.
     ``publisher_env``: the stream publisher's environment (default: read from its function)."""
-    _paths()
     from orders.subscriptions import BUS_EVENT_TYPES, ORDERS_SOURCE
 
     from relay import entity_events

@@ -2,7 +2,7 @@
 API Gateway answers 403 to a request that is not signed for `execute-api` by an identity allowed
 `execute-api:Invoke` on the route. The demo, the chaos driver, the e2e tests, schemathesis, `make smoke`
 and the README's examples all sign here, the same way against AWS and against the sandbox (which verifies
-the signature and the grant as API Gateway does, `local/sigv4_verify.py`).
+the signature and the grant as API Gateway does, `emulator/sigv4_verify.py`).
 
     import boto3, requests
     from ops.sigv4 import SigV4
@@ -47,7 +47,7 @@ def query_pairs(raw_query: str) -> list[tuple[str, str]]:
     space (form encoding, what `requests`' params= writes), so `a+b` and `a%20b` are one value, signed
     as %20; a literal plus arrives as %2B. requests-aws4auth reads `+` the same way, and API Gateway
     accepts its signatures (tedder/requests-aws4auth#54). The sandbox's verifier sorts these pairs into
-    its canonical query (`local/sigv4_verify.py`)."""
+    its canonical query (`emulator/sigv4_verify.py`)."""
 
     def encode(text: str) -> str:
         return quote(unquote_to_bytes(text.replace("+", " ")), safe="-_.~")

@@ -30,7 +30,7 @@ How it finds the stage: CloudFormation DescribeStacks of the six stacks, and the
 SigV4-signed for ``execute-api`` (botocore's ``SigV4Auth`` over the exact request sent, payload included),
 as the AWS_IAM routes require on AWS. ``STAGE=local`` means the sandbox: the running one (``make local``,
 found by ``.sandbox/state.json``), else one started for the run on free ports and stopped after it. The
-sandbox answers DescribeStacks for the stacks it provisioned (``local/cloudformation.py``) and serves every
+sandbox answers DescribeStacks for the stacks it provisioned (``emulator/cloudformation.py``) and serves every
 HTTP API on one local port, so each API URL the outputs give (``https://<id>.execute-api…``) is called
 there, same path, signed the same way (the sandbox does not verify SigV4 yet). A sandbox started for
 the run logs to a temporary directory, removed after a clean run and named when a check failed.
@@ -558,7 +558,7 @@ class Suite:
         return [Check(name, True, f"{len(checks)} checks, all PASS")]
 
     def iam_denials(self, before: int) -> Check:
-        from local.iam_report import denials
+        from emulator.iam_report import denials
 
         new = denials(str(self.app.endpoint_url))[before:]
         if not new:
@@ -569,7 +569,7 @@ class Suite:
         )
 
     def _denials(self) -> int:
-        from local.iam_report import denials
+        from emulator.iam_report import denials
 
         try:
             return len(denials(str(self.app.endpoint_url)))
@@ -895,7 +895,7 @@ def sandbox_target(state: Mapping[str, Any], *, stage: str | None, region: str |
 def started_sandbox(log_dir: Path, cdk_out: Path = DEFAULT_TEMPLATES) -> Iterator[dict[str, Any]]:
     """A sandbox started for the run on free ports (as the e2e tests start theirs), stopped after it;
     its start-up lines go to ``log_dir/sandbox.log``."""
-    from local.emulator import free_port
+    from emulator.server import free_port
     from local.sandbox import Sandbox, SandboxConfig
 
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -992,7 +992,7 @@ def reach(args: argparse.Namespace) -> Iterator[Target]:
 
 
 def _sandbox_client(state: Mapping[str, Any], app: App) -> Any:
-    """The sandbox's allowed caller (``relay-local-client``, local/callers.py), as a client signs on AWS
+    """The sandbox's allowed caller (``relay-local-client``, emulator/callers.py), as a client signs on AWS
     with its own identity; a bare emulator (``--endpoint-url`` with ``--api-url``) has none: the
     environment's credentials."""
     from botocore.credentials import Credentials

@@ -6,7 +6,7 @@ look at a DLQ changes nothing in it. The oldest message's age is not a queue att
 - on AWS it is CloudWatch's ``ApproximateAgeOfOldestMessage`` (the latest datapoint of the last 30
   minutes, shown with how old that datapoint is: SQS publishes it about once a minute);
 - in the sandbox it comes from the emulator's queue-age endpoint (``GET {endpoint}/_relay/sqs/queues``,
-  through ``local.sqs_admin.queue_ages``), and is "n/a" while the running emulator has none.
+  through ``emulator.sqs_admin.queue_ages``), and is "n/a" while the running emulator has none.
 
 Both sit behind ``AgeSource``; ``age_source(app)`` picks one. ``ops dlq redrive`` reads the source queue's
 age through the same interface.
@@ -37,7 +37,7 @@ AGE_WINDOW = timedelta(minutes=30)
 
 @dataclass(frozen=True)
 class QueueAge:
-    """The contract of ``local.sqs_admin.queue_ages(endpoint) -> dict[url, QueueAge]`` (the sandbox)."""
+    """The contract of ``emulator.sqs_admin.queue_ages(endpoint) -> dict[url, QueueAge]`` (the sandbox)."""
 
     visible: int
     in_flight: int
@@ -123,7 +123,7 @@ class CloudWatchAges:
 
 
 class SandboxAges:
-    """The sandbox emulator's own view (``local.sqs_admin``), or "n/a" while it has none."""
+    """The sandbox emulator's own view (``emulator.sqs_admin``), or "n/a" while it has none."""
 
     description = "the sandbox emulator's /_relay/sqs/queues"
 
@@ -132,9 +132,9 @@ class SandboxAges:
 
     def read(self, queues: Sequence[QueueInfo]) -> dict[str, AgeReading]:
         try:
-            from local.sqs_admin import queue_ages
+            from emulator.sqs_admin import queue_ages
         except ImportError:
-            return self._unknown(queues, "n/a (this checkout has no local.sqs_admin)")
+            return self._unknown(queues, "n/a (this checkout has no emulator.sqs_admin)")
         try:
             ages: Mapping[str, Any] = queue_ages(self.endpoint)
         except Exception as exc:  # a 404 from an emulator without the endpoint, a connection error...

@@ -29,3 +29,11 @@ def pytest_collection_modifyitems(config: object, items: list[object]) -> None:
         from tests.scheduling import order
 
         order(items)
+
+
+def pytest_configure(config: object) -> None:
+    """The tests' in-process moto (``mock_aws``) refuses what AWS refuses, as the emulator's server does:
+    the request limits and validation rules moto leaves out (``emulator.limits``)."""
+    from emulator.limits import install
+
+    install()

@@ -47,10 +47,14 @@ def log_retention(days: int) -> logs.RetentionDays:
     return _RETENTION[max(d for d in _RETENTION if d <= days)]
 
 
-def function_code(service: str) -> lambda_.Code:
-    """One code asset per service: `functions/<service>/` is packaged as the `<service>` package."""
+FUNCTIONS = ROOT / "functions"
+
+
+def function_code(service: str, code_root: Path = FUNCTIONS) -> lambda_.Code:
+    """One code asset per service: `<code_root>/<service>/` (Relay's `functions/<service>/`) is packaged
+    as the `<service>` package."""
     return lambda_.Code.from_asset(
-        str(ROOT / "functions"),
+        str(code_root),
         exclude=["*", f"!{service}", f"!{service}/**", "**/__pycache__", "**/*.pyc"],
     )
 
@@ -66,6 +70,7 @@ class FunctionSettings:
     layers: Sequence[lambda_.ILayerVersion]  # the kernel and dependency layers from `core`
     removal_policy: RemovalPolicy  # of the log group (and, for an outbox publisher, of its DLQ)
     parked_ledger: dynamodb.ITable | None = None  # the core stack's; queue consumers record parkings there
+    code_root: Path = FUNCTIONS  # where `<service>/` is: another app on Relay's constructs keeps its own
 
 
 class RelayFunction(Construct):
@@ -101,7 +106,7 @@ class RelayFunction(Construct):
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
             handler=handler,
-            code=function_code(settings.service),
+            code=function_code(settings.service, settings.code_root),
             layers=list(settings.layers),
             role=self.role,
             log_group=self.log_group,

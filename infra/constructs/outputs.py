@@ -1,5 +1,5 @@
 """The stack outputs a deployed stage is found by: ``python -m ops smoke`` reads them with CloudFormation
-DescribeStacks (and the sandbox answers DescribeStacks with them resolved, ``local/cloudformation.py``).
+DescribeStacks (and the sandbox answers DescribeStacks with them resolved, ``emulator/cloudformation.py``).
 
 Outputs only, never exports: an exported value cannot change while another stack imports it
 (CloudFormation refuses the update), and nothing imports these; they are for people and tools.

@@ -15,6 +15,7 @@ export of anything CloudFormation replaces on a content change."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import RemovalPolicy, Stack
@@ -25,7 +26,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.config import StageConfig
-from infra.constructs.function import FunctionSettings
+from infra.constructs.function import FUNCTIONS, FunctionSettings
 from infra.constructs.layers import dependency_layer, kernel_layer
 from infra.constructs.monitoring import MonitoringSettings
 from infra.constructs.naming import Naming
@@ -48,6 +49,10 @@ def removal_policy(config: StageConfig) -> RemovalPolicy:
 
 class RelayStack(Stack):
     """Base class of every Relay stack."""
+
+    # Where the services' code is (`<code_root>/<service>/`): Relay's `functions/`; an app built on
+    # Relay's constructs outside this repository sets its own (examples/your-first-flow).
+    code_root: Path = FUNCTIONS
 
     def __init__(
         self,
@@ -99,6 +104,7 @@ class RelayStack(Stack):
             layers=self.layers,
             removal_policy=self.removal_policy,
             parked_ledger=self.platform.parked_ledger,
+            code_root=self.code_root,
         )
 
     @property

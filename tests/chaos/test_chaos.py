@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from local import aws_faults
+from emulator import aws_faults
+from emulator.iam_report import denials
+from emulator.server import free_port
 from local.chaos import CHAOS_WORKERS, CI_OPERATIONS, CLOCK, DEFAULT_FAULT_RATE, TIME_SCALE, Chaos
-from local.emulator import free_port
-from local.iam_report import denials
 from local.sandbox import Sandbox, SandboxConfig
 
 pytestmark = pytest.mark.e2e

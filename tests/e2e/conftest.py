@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from local.emulator import free_port
+from emulator.server import free_port
 from local.sandbox import Sandbox, SandboxConfig
 
 
@@ -45,7 +45,7 @@ def no_iam_denials(request: pytest.FixtureRequest) -> Iterator[None]:
     if "sandbox" not in request.fixturenames or request.node.get_closest_marker("iam_denials"):
         yield
         return
-    from local.iam_report import denials
+    from emulator.iam_report import denials
 
     running: Sandbox = request.getfixturevalue("sandbox")
     before = len(denials(running.endpoint))

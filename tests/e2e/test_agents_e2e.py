@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import requests
 
+from emulator.eventbridge import Delivery
+from emulator.server import client
 from local.demo import publish_report
-from local.emulator import client
-from local.eventbridge import Delivery
 from local.sandbox import Sandbox
 from tests.e2e import api
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from orders.subscriptions import ORDERS_SOURCE
 
-from local.emulator import client
-from local.iam_report import bus_deliveries, enforce
+from emulator.iam_report import bus_deliveries, enforce
+from emulator.server import client
 from local.sandbox import Sandbox
 from ops.seed_stock import seed_stock
 from tests.e2e import api
@@ -81,7 +81,7 @@ def drain(sqs: Any, url: str) -> list[dict[str, Any]]:
         )
 
 
-# A mapping's poller already in its long poll (local.mappings: 2 s) when the pause starts may still
+# A mapping's poller already in its long poll (emulator.mappings: 2 s) when the pause starts may still
 # take a message (it then makes it visible again): wait that poll out before the test puts events.
 POLL_SECONDS = 2.5
 

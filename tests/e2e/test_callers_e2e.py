@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import requests
 
-from local import callers
-from local.emulator import client
+from emulator import callers
+from emulator.server import client
 from local.sandbox import Sandbox
 from tests.e2e import api
 from tests.e2e.test_payments_e2e import payment, wait_terminal

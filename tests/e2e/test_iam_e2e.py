@@ -12,9 +12,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from local.emulator import REGION
-from local.iam import access_key_for
-from local.iam_report import denials, enforce, fetch_report
+from emulator.iam import access_key_for
+from emulator.iam_report import denials, enforce, fetch_report
+from emulator.server import REGION
 from local.sandbox import Sandbox
 from tests.e2e.test_payments_e2e import payment, post_payment
 

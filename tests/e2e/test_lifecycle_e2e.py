@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from emulator.server import client
 from local import lifecycle
-from local.emulator import client
 from local.fakes._server import FakeService
 from local.sandbox import Sandbox
 from tests.e2e import api

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from local.emulator import client
+from emulator.server import client
 from local.sandbox import Sandbox
 from tests.e2e import api
 from tests.e2e.test_payments_e2e import payment, queue_url

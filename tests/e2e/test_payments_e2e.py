@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import requests
 
-from local.emulator import client
+from emulator.server import client
 from local.sandbox import Sandbox
 from relay.envelope import new_envelope
 from tests.e2e import api

@@ -1,5 +1,6 @@
-"""The README's client examples ("Calling the API") run as written against the sandbox, signed with the
-client's keys as they would be on AWS: the Python block (botocore's SigV4Auth) and the curl commands."""
+"""The documented client examples (docs/sandbox.md, "Calling the API") run as written against the
+sandbox, signed with the client's keys as they would be on AWS: the Python block (botocore's SigV4Auth)
+and the curl commands. They are read wherever they live, the README or docs/*.md."""
 
 from __future__ import annotations
 
@@ -13,10 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from local import callers
+from emulator import callers
 from local.sandbox import Sandbox
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def documentation() -> str:
+    """Every page a user reads: the README and docs/*.md."""
+    return "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 
 
 def curl_version() -> tuple[int, ...]:
@@ -38,8 +45,9 @@ def _client_env(sandbox: Sandbox) -> dict[str, str]:
 
 
 def _python_example() -> str:
-    (block,) = re.findall(r"```python\n(# relay-client-example\n.*?)```", README.read_text(), re.DOTALL)
-    return block
+    blocks = re.findall(r"```python\n(# relay-client-example\n.*?)```", documentation(), re.DOTALL)
+    assert len(blocks) == 1, f"the python block marked relay-client-example is documented {len(blocks)} times"
+    return blocks[0]
 
 
 def test_the_readme_python_client_signs_with_botocore_and_its_payment_is_accepted(sandbox: Sandbox, tmp_path):
@@ -63,21 +71,21 @@ def test_the_readme_python_client_signs_with_botocore_and_its_payment_is_accepte
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_the_readme_curl_commands_sign_and_the_unsigned_one_is_refused(sandbox: Sandbox):
-    # The README's definition of SIGV4, then its GET of an operation, signed and unsigned.
+    # The documented definition of SIGV4, then its GET of an operation, signed and unsigned.
     script = (
         'SIGV4=(--aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:execute-api" '
         '--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY")\n'
         'curl -s -o /dev/null -w "%{http_code}\\n" "${SIGV4[@]}" "$API/operations/no-such-operation"\n'
         'curl -s -w "\\n%{http_code}\\n" "$API/operations/no-such-operation"\n'
-        # The README's scores query, its `:` percent-encoded (curl 7.x signs a query as written; AWS, and
+        # The documented scores query, its `:` percent-encoded (curl 7.x signs a query as written; AWS, and
         # the sandbox, encode it again before they check), then the same query with `:` bare: refused.
         'curl -s -o /dev/null -w "%{http_code}\\n" "${SIGV4[@]}" '
         '"$API/agents/agent-readme/scores?from=2026-11-29T10%3A00%3A00Z&to=2026-11-29T10%3A00%3A00Z"\n'
         'curl -s -o /dev/null -w "%{http_code}\\n" "${SIGV4[@]}" '
         '"$API/agents/agent-readme/scores?from=2026-11-29T10:00:00Z&to=2026-11-29T10:00:00Z"\n'
     )
-    readme = README.read_text()
-    assert 'SIGV4=(--aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:execute-api" --user' in readme
+    documented = documentation()
+    assert 'SIGV4=(--aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:execute-api" --user' in documented
     result = subprocess.run(
         [shutil.which("bash") or "/bin/bash", "-c", script],
         capture_output=True,
@@ -86,7 +94,7 @@ def test_the_readme_curl_commands_sign_and_the_unsigned_one_is_refused(sandbox: 
         timeout=60,
         check=False,
     )
-    assert 'curl "${SIGV4[@]}" "$API/agents/<agentId>/scores?from=2026-11-29T10%3A00%3A00Z&to=' in readme
+    assert 'curl "${SIGV4[@]}" "$API/agents/<agentId>/scores?from=2026-11-29T10%3A00%3A00Z&to=' in documented
     signed, unsigned_body, unsigned_status, scores, bare = result.stdout.splitlines()
     assert scores == "200"  # an agent with no snapshots yet: an empty list
     if curl_version() < (8,):  # curl 7 signs the bare `:` as written, which AWS refuses (later curls vary)

@@ -26,7 +26,7 @@ import schemathesis
 from schemathesis import engine
 from schemathesis.engine import events
 
-from local.emulator import client
+from emulator.server import client
 from local.sandbox import Sandbox
 from tests.e2e import api
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from local.emulator import client
+from emulator.server import client
 from local.sandbox import Sandbox
 from ops.__main__ import main
 from ops.smoke import CHECKS

@@ -2,7 +2,7 @@
 
 Each world (``orders/world.py``, ``payments/pipeline.py``, ...) asks for a service; ``provision()``
 deploys that service's stack, and the stacks it imports values from, into moto's in-process
-``mock_aws`` with the sandbox's own provisioner (``local.provision``): the same tables (keys, indexes,
+``mock_aws`` with the sandbox's own provisioner (``emulator.provision``): the same tables (keys, indexes,
 streams), topics, queues (DLQs, redrive, visibility), subscriptions (filter policies, raw delivery)
 and buckets that ``cdk deploy`` creates, resolved the same way. A resource changed in a stack is
 changed in the handler tests too. The functions' environment comes from the templates as well
@@ -12,7 +12,7 @@ changed in the handler tests too. The functions' environment comes from the temp
 The templates come from a synth of the app as the infra tests build it (``build_app``: the stage
 cdk.json names, cdk-nag off, the Relay guards on, asset bundling skipped), run in a subprocess and
 cached under ``.pytest_cache/relay-assemblies/<key>``; the key hashes every source the app is built
-from (``local.templates.SOURCE_PATHS``, by content) and the CDK library's version, so a session with
+from (``local.sandbox.SOURCE_PATHS``, by content) and the CDK library's version, so a session with
 unchanged sources reuses the assembly and any change synthesizes again (~7-12 s). ``cdk.out`` is not
 used: its freshness can only be guessed from mtimes, and ``make synth STAGE=prod`` writes another
 stage into it. ``RELAY_TEST_ASSEMBLY=<dir>`` uses a given assembly instead, unchecked (for a moment
@@ -39,9 +39,10 @@ from typing import Any
 
 from moto import mock_aws
 
-from local.emulator import client
-from local.provision import FunctionSpec, Provisioner, Topology
-from local.templates import SOURCE_PATHS, Stack, load_stacks
+from emulator.provision import FunctionSpec, Provisioner, Topology
+from emulator.server import client
+from emulator.templates import Stack, load_stacks
+from local.sandbox import SOURCE_PATHS
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".pytest_cache" / "relay-assemblies"

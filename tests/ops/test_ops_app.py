@@ -93,7 +93,7 @@ def test_functions_mappings_and_alarms_come_from_lambda_and_cloudwatch_on_aws(de
 
 def test_in_the_sandbox_what_moto_lacks_is_read_from_the_templates(sandbox_app: App) -> None:
     # The sandbox runs functions, mappings and alarms outside its emulator, and hands queue policies to
-    # its IAM enforcer: moto holds none of them (local/provision.py).
+    # its IAM enforcer: moto holds none of them (emulator/provision.py).
     assert sandbox_app.client("lambda").list_functions()["Functions"] == []
 
     worker = next(

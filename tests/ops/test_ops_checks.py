@@ -11,7 +11,8 @@ import pytest
 
 from ops.app import DECLARED, App, FunctionInfo, read_declared
 from ops.checks import EVIDENCE, Subject, first_batch_problems
-from ops.dlq import Moved, Received, Redrive, RedriveOptions, read_parked
+from ops.parked import Moved, Received, read_parked
+from ops.redrive import Redrive, RedriveOptions
 from relay.envelope import Envelope
 from relay.idempotency import commit_once, serialize_item
 from tests.builders import envelope

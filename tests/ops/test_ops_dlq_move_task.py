@@ -1,6 +1,6 @@
 """The redrive's move-task phase against the sandbox's emulator: a moto server with the SQS patches that
-give it StartMessageMoveTask and the queue ages (local.moto_patches patch 10, local.sqs_admin). Skipped
-while this checkout's emulator has no move tasks; the unit tests (test_ops_dlq_redrive.py) play them."""
+give it StartMessageMoveTask and the queue ages (emulator.patches.message_move_tasks, patch 10, and
+emulator.sqs_admin); the unit tests (test_ops_dlq_redrive.py) play them."""
 
 from __future__ import annotations
 
@@ -12,26 +12,18 @@ from pathlib import Path
 import pytest
 from moto.server import ThreadedMotoServer
 
-from local import moto_patches
-from local.emulator import free_port
+from emulator import sqs_admin
+from emulator.patches import message_move_tasks, sqs_queue_attributes
+from emulator.server import free_port
 from ops.app import App
-from ops.dlq import Redrive, RedriveOptions
+from ops.redrive import Redrive, RedriveOptions
 from ops.status import SandboxAges
 from tests.ops.world import FakeConsumer, park, receive_all
-
-if not hasattr(moto_patches, "message_move_tasks"):
-    pytest.skip("the sandbox's emulator has no SQS message move tasks yet", allow_module_level=True)
 
 
 @pytest.fixture
 def emulator() -> Iterator[App]:
-    removes = [moto_patches.fast_sqs(), moto_patches.message_move_tasks()]
-    try:
-        from local import sqs_admin
-
-        removes.append(sqs_admin.install())
-    except ImportError:
-        pass
+    removes = [sqs_queue_attributes.install(), message_move_tasks.install(), sqs_admin.install()]
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -10,7 +10,7 @@ import pytest
 
 from ops.__main__ import main
 from ops.app import App
-from ops.dlq import Redrive, RedriveOptions
+from ops.redrive import Redrive, RedriveOptions
 from relay.errors import UnknownVersion
 from tests.builders import envelope
 from tests.ops.world import FakeConsumer, FakeMoveTask, park, receive_all

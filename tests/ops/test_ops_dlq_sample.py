@@ -9,7 +9,7 @@ import pytest
 
 from ops.__main__ import main
 from ops.app import App
-from ops.dlq import Received, body_shape, read_parked
+from ops.parked import Received, body_shape, read_parked
 from relay.errors import UnknownVersion
 from tests.builders import envelope
 from tests.ops.world import park, receive_all

@@ -18,7 +18,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from moto import mock_aws
 
-from local.emulator import free_port
+from emulator.server import free_port
 from ops.__main__ import main
 from ops.app import App
 from ops.smoke import STACKS, Deployed, SignedHttp, Suite, Target, sandbox_route

@@ -77,9 +77,9 @@ def test_in_the_sandbox_the_age_comes_from_the_emulator_endpoint_or_is_na(
         calls.append(endpoint)
         return {source.url: QueueAge(visible=3, in_flight=1, delayed=0, oldest_age_seconds=75.0)}
 
-    fake = types.ModuleType("local.sqs_admin")
+    fake = types.ModuleType("emulator.sqs_admin")
     fake.queue_ages = queue_ages  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "local.sqs_admin", fake)
+    monkeypatch.setitem(sys.modules, "emulator.sqs_admin", fake)
     readings = SandboxAges("http://127.0.0.1:4566").read(queues)
     assert calls == ["http://127.0.0.1:4566"]
     assert readings[source.name].describe() == "75 s"
@@ -94,7 +94,7 @@ def test_in_the_sandbox_the_age_comes_from_the_emulator_endpoint_or_is_na(
         == "n/a (the emulator has no /_relay/sqs/queues)"
     )
 
-    monkeypatch.setitem(sys.modules, "local.sqs_admin", None)  # not in this checkout: ImportError
+    monkeypatch.setitem(sys.modules, "emulator.sqs_admin", None)  # not in this checkout: ImportError
     assert SandboxAges("x").read(queues)[source.name].describe().startswith("n/a (this checkout has no")
 
 

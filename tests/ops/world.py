@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from ops import dlq as dlq_module
+from ops import parked as parked_module
 from ops.app import App, QueueInfo
 from relay.envelope import Envelope
 from relay.errors import InvalidInput
@@ -44,7 +44,7 @@ ACCOUNT = "123456789012"
 @pytest.fixture(autouse=True)
 def _no_long_polling(monkeypatch: pytest.MonkeyPatch) -> None:
     # moto answers a receive at once and completely; its long poll would only wait.
-    monkeypatch.setattr(dlq_module, "RECEIVE_WAIT_SECONDS", 0)
+    monkeypatch.setattr(parked_module, "RECEIVE_WAIT_SECONDS", 0)
 
 
 @pytest.fixture

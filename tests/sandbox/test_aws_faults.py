@@ -1,4 +1,4 @@
-"""AWS API faults in the emulator (``local.aws_faults``): a function's own calls get the throttling,
+"""AWS API faults in the emulator (``emulator.aws_faults``): a function's own calls get the throttling,
 5xx and dropped-connection failures AWS gives, in each service's protocol, so botocore raises what
 it raises on AWS and its standard retry mode retries them; a ``before`` fault applies nothing, an
 ``after`` fault applies the call and loses the reply. Checked through real boto3 clients signing as
@@ -21,8 +21,8 @@ from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 from botocore.retries.standard import ExponentialBackoff
 from moto.server import ThreadedMotoServer
 
-from local import aws_faults, iam_enforcer, request_meter
-from local.emulator import ACCOUNT_ID, GLUE_AGENT, REGION, free_port
+from emulator import aws_faults, iam_enforcer, request_meter
+from emulator.server import ACCOUNT_ID, GLUE_AGENT, REGION, free_port
 
 ORDERS = "orders-worker"
 PAYMENTS = "payments-worker"
@@ -90,7 +90,7 @@ def _iam_model() -> dict[str, Any]:
 def world() -> Iterator[World]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
-        # The emulator's order (local.emulator._MOTO_MAIN): the injector last, outermost.
+        # The emulator's order (emulator.server._MOTO_MAIN): the injector last, outermost.
         removes = [iam_enforcer.install(), request_meter.install(), aws_faults.install()]
         port = free_port()
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from local.cpu import cpu_seconds
+from emulator.cpu import cpu_seconds
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads Linux /proc")
 

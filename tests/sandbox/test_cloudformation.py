@@ -1,4 +1,4 @@
-"""CloudFormation DescribeStacks for the stacks the sandbox provisioned (``local.cloudformation``), through
+"""CloudFormation DescribeStacks for the stacks the sandbox provisioned (``emulator.cloudformation``), through
 botocore against a moto server with the patch the emulator installs. moto's own CloudFormation holds none
 of the sandbox's stacks (the provisioner creates resources through the service APIs), so without the
 patch every DescribeStacks of a deployed stack answers "does not exist"."""
@@ -16,11 +16,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
-from local import cloudformation
-from local.cloudformation import StackDescription, StackOutput
-from local.emulator import ACCOUNT_ID, REGION, free_port
-from local.provision import Provisioner
-from local.templates import Stack
+from emulator import cloudformation
+from emulator.cloudformation import StackDescription, StackOutput
+from emulator.provision import Provisioner
+from emulator.server import ACCOUNT_ID, REGION, free_port
+from emulator.templates import Stack
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""EventBridge event-pattern matching and PutRule validation (``local.event_patterns``), no AWS needed.
+"""EventBridge event-pattern matching and PutRule validation (``emulator.event_patterns``), no AWS needed.
 
 Cases marked with a page name come from the EventBridge user guide's examples:
   operators   https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-create-pattern-operators.html
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from local.event_patterns import (
+from emulator.event_patterns import (
     MAX_OR_COMBINATIONS,
     InvalidPattern,
     compile_pattern,

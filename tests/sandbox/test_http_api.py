@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from local.emulator import free_port
-from local.http_api import MAX_REQUEST_BYTES, HttpApi
-from local.provision import HttpApiSpec, RouteSpec
-from local.runtime import InvokeResult
+from emulator.http_api import MAX_REQUEST_BYTES, HttpApi
+from emulator.provision import HttpApiSpec, RouteSpec
+from emulator.runtime import InvokeResult
+from emulator.server import free_port
 
 
 class EchoRuntime:

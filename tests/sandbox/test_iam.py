@@ -1,5 +1,5 @@
-"""IAM in the sandbox: the evaluator's rules (``local.iam``), what each request needs
-(``local.iam_requests``), and the emulator's answers to a denied call (``local.iam_enforcer``), checked
+"""IAM in the sandbox: the evaluator's rules (``emulator.iam``), what each request needs
+(``emulator.iam_requests``), and the emulator's answers to a denied call (``emulator.iam_enforcer``), checked
 through botocore against a real moto server so the error codes are the ones the kernel sees."""
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
-from local import iam_enforcer, moto_patches
-from local.emulator import ACCOUNT_ID, REGION, free_port
-from local.iam import Caller, PolicyError, Principal, decide, matches, parse_policy
-from local.iam_requests import Request, checks_for
+from emulator import iam_enforcer
+from emulator.iam import Caller, PolicyError, Principal, decide, matches, parse_policy
+from emulator.iam_requests import Request, checks_for
+from emulator.patches import message_move_tasks
+from emulator.server import ACCOUNT_ID, REGION, free_port
 
 ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/worker-role"
 CALLER = Caller("worker", f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/worker-role/worker", ACCOUNT_ID, ROLE)
@@ -354,7 +355,7 @@ def test_requests_signed_with_other_keys_are_not_restricted(emulator: str) -> No
 
 
 def test_a_function_may_redrive_only_a_dlq_and_to_a_destination_it_was_granted(emulator: str) -> None:
-    remove = moto_patches.message_move_tasks()
+    remove = message_move_tasks.install()
     try:
         admin = _client("sqs", emulator)
         arns = {}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from local.mappings import DuplicateDelivery, StreamMapping, _Lane, failed_item_ids
-from local.runtime import InvokeResult
+from emulator.mappings import DuplicateDelivery, StreamMapping, _Lane, failed_item_ids
+from emulator.runtime import InvokeResult
 
 
 def record(pk: str, seq: int) -> dict[str, Any]:
@@ -126,8 +126,8 @@ class _HeldBackoff(threading.Event):
 
 
 def test_a_stream_batch_waiting_out_its_retry_backoff_is_still_pending_with_nothing_in_flight() -> None:
-    from local.mappings import MappingStats
-    from local.provision import MappingSpec
+    from emulator.mappings import MappingStats
+    from emulator.provision import MappingSpec
 
     mapping = lane_router(1)
     mapping.spec = MappingSpec(

@@ -1,5 +1,6 @@
-"""DLQ redrive (SQS message move tasks, ``local.moto_patches`` patch 10) and the read-only queue ages
-(``local.sqs_admin``), through botocore against a moto server with the SQS patches the emulator installs.
+"""DLQ redrive (SQS message move tasks, ``emulator.patches.message_move_tasks``, patch 10) and the read-only
+queue ages (``emulator.sqs_admin``), through botocore against a moto server with the SQS patches the emulator
+installs.
 The error codes and messages asserted are the ones AWS answers (recorded against AWS by LocalStack's
 snapshot tests) unless a test says otherwise."""
 
@@ -19,13 +20,14 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
-from local import moto_patches, sqs_admin
-from local.emulator import ACCOUNT_ID, REGION, free_port
+from emulator import sqs_admin
+from emulator.patches import message_move_tasks, sqs_queue_attributes
+from emulator.server import ACCOUNT_ID, REGION, free_port
 
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    removes = [moto_patches.fast_sqs(), moto_patches.message_move_tasks(), sqs_admin.install()]
+    removes = [sqs_queue_attributes.install(), message_move_tasks.install(), sqs_admin.install()]
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
@@ -350,7 +352,7 @@ def test_the_ages_endpoint_reports_the_oldest_age_and_receives_nothing(sqs: Any,
 def test_the_emulator_process_serves_redrive_and_queue_ages() -> None:
     """The wiring: the emulator's moto process installs patch 10 (before patch 4 caches the handlers'
     methods) and the ages endpoint, under the IAM enforcement."""
-    from local.emulator import Emulator, client
+    from emulator.server import Emulator, client
 
     emulator = Emulator(free_port())
     emulator.start()

@@ -1,4 +1,4 @@
-"""The emulator's request meter bills each request as AWS does (``local.request_meter``): SQS and SNS
+"""The emulator's request meter bills each request as AWS does (``emulator.request_meter``): SQS and SNS
 per 64 KB chunk, EventBridge per entry chunk, DynamoDB per write unit (1 KB, x2 in a transaction) and
 read unit (4 KB; 0.5 eventually consistent, 2 transactional); empty receives and GetRecords apart."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from local.request_meter import WriteMeasure, _billed, _caller
+from emulator.request_meter import WriteMeasure, _billed, _caller
 
 KB = 1024
 

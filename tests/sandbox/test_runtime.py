@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from local.provision import FunctionSpec
-from local.runtime import Runtime
+from emulator.provision import FunctionSpec
+from emulator.runtime import Runtime
 
 HANDLER = """
 import os, sys, time
@@ -125,7 +125,7 @@ def test_nothing_outlives_the_runtime(runtime: Runtime) -> None:
 
 
 def test_a_crash_kills_the_environment_mid_invocation_and_the_next_one_cold_starts(runtime: Runtime) -> None:
-    from local.runtime import CRASH_ERROR
+    from emulator.runtime import CRASH_ERROR
 
     first = runtime.invoke("relay-test-probe", {"n": 1})
     assert first.ok
@@ -147,7 +147,7 @@ def test_a_crash_kills_the_environment_mid_invocation_and_the_next_one_cold_star
 
 
 def test_crash_draws_are_seeded_and_a_rate_must_be_a_probability() -> None:
-    from local.runtime import Crashes
+    from emulator.runtime import Crashes
 
     def draws(seed: int) -> list[float | None]:
         crashes = Crashes(0.5, seed=seed)

@@ -1,5 +1,5 @@
 """Scheduler schedules whose templated target is an SQS queue (CDK's ``SqsSendMessage``): provisioned
-from the template (network-free, moto's ``mock_aws``), fired by ``local.eventbridge`` against a real
+from the template (network-free, moto's ``mock_aws``), fired by ``emulator.eventbridge`` against a real
 moto server with IAM enforced (SendMessage of the substituted ``Input`` as the schedule's own role;
 retried per its ``RetryPolicy``, then its DLQ with Scheduler's attributes), reported by the control
 endpoint and ``fire-schedule``; and the accelerated clock, which replays hourly schedules but fires
@@ -21,14 +21,14 @@ import pytest
 from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
-from local import eventbridge, iam_enforcer
+from emulator import eventbridge, iam_enforcer
+from emulator.control import ControlServer, fire_remote
+from emulator.eventbridge import EventBridge, Firing, SchedulerClock, fires_more_than_hourly, iso
+from emulator.iam_report import denials, enforce, fetch_report
+from emulator.provision import Provisioner, RetryPolicy, ScheduleSpec, Topology
+from emulator.server import ACCOUNT_ID, REGION, client, free_port
+from emulator.templates import Stack
 from local.__main__ import firing_report
-from local.control import ControlServer, fire_remote
-from local.emulator import ACCOUNT_ID, REGION, client, free_port
-from local.eventbridge import EventBridge, Firing, SchedulerClock, fires_more_than_hourly, iso
-from local.iam_report import denials, enforce, fetch_report
-from local.provision import Provisioner, RetryPolicy, ScheduleSpec, Topology
-from local.templates import Stack
 
 STACK = "SchedSqs"
 SCHEDULE = "tick"

@@ -1,4 +1,4 @@
-"""API Gateway's AWS_IAM check as the sandbox makes it (local/sigv4_verify.py): requests signed by botocore
+"""API Gateway's AWS_IAM check as the sandbox makes it (emulator/sigv4_verify.py): requests signed by botocore
 (ops/sigv4.py, what every client of Relay uses) verify; every way a request can fail gets its 403."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from local import callers
-from local.sigv4_verify import Refusal, Verified, canonical_query, route_arn, verify
+from emulator import callers
+from emulator.sigv4_verify import Refusal, Verified, canonical_query, route_arn, verify
 from ops.sigv4 import signed_headers
 
 REGION, ACCOUNT, API = "us-east-1", "123456789012", "a1b2c3d4e5"

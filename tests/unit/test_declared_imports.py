@@ -19,13 +19,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("functions", "layers", "local", "ops", "bench", "tests", "infra", "scripts", "app.py")
+SCANNED = (
+    "functions",
+    "layers",
+    "emulator",
+    "local",
+    "ops",
+    "bench",
+    "tests",
+    "infra",
+    "scripts",
+    "examples",
+    "app.py",
+)
 RUNTIME = ("functions", "layers")  # what runs in Lambda, from the dependency layer
 LAYER_GROUP = "layer"
 # The packages of this repository: the services (functions/<name>), the kernel, the tool trees.
 FIRST_PARTY = {p.name for p in (ROOT / "functions").iterdir() if (p / "__init__.py").exists()} | {
     "relay",
+    "emulator",
     "local",
+    "flow",  # examples/your-first-flow's service package
     "ops",
     "bench",
     "tests",
@@ -105,7 +119,9 @@ def _third_party(path: Path, module: str) -> bool:
 def _sources() -> Iterator[Path]:
     for entry in SCANNED:
         path = ROOT / entry
-        yield from [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+        found = [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+        # An app's synthesized assembly (examples/*/cdk.out) holds its bundled layer: not our imports.
+        yield from (p for p in found if "cdk.out" not in p.relative_to(ROOT).parts)
 
 
 def _distributions(module: str) -> set[str]:

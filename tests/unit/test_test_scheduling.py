@@ -15,6 +15,9 @@ def test_e2e_tests_share_one_of_two_scopes_by_module_and_chaos_and_infra_have_th
     assert scope_of("tests/e2e/test_schemathesis_e2e.py::test_generated[orders]") == "e2e-api"
     assert scope_of("tests/chaos/test_chaos.py::test_the_short_chaos_profile") == "chaos"
     assert scope_of("tests/infra/test_tables.py::test_x") == "infra"
+    # The example's tests share one emulator stage (and its synth into one cdk.out): one worker.
+    assert scope_of("tests/examples/test_your_first_flow.py::test_x") == "examples"
+    assert scope_of("tests/examples/test_your_first_flow_doc.py::test_x") == "examples"
     single = "tests/handlers/payments/test_payments_api.py::test_x"
     assert scope_of(single) == single
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from orders.subscriptions import ORDERS_SOURCE, POINTS_RULE
 
-from local.event_patterns import pattern_matches
+from emulator.event_patterns import pattern_matches
 from relay.envelope import Envelope, new_envelope
 from tests.handlers.loyalty.world import (
     LoyaltyWorld,

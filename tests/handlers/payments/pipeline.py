@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from local.moto_patches import fast_atomic_dynamodb
+from emulator.moto_patches import fast_atomic_dynamodb
 from relay.envelope import Envelope
 from tests.builders import (
     FakeContext,

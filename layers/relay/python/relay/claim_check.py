@@ -8,25 +8,18 @@ something a retry can fix. No SSE parameters are passed: the bucket's default en
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from relay import untrusted_json
+from relay.clients import default_client
 from relay.envelope import ClaimCheckRef
 from relay.errors import ClaimCheckMismatch
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-
-
-@functools.cache
-def _default_s3_client() -> Any:
-    import boto3
-
-    return boto3.client("s3")
 
 
 def put_bytes(
@@ -38,7 +31,7 @@ def put_bytes(
     content_type: str = "application/octet-stream",
 ) -> ClaimCheckRef:
     """Store ``data`` and return the reference to put in the envelope."""
-    client = s3_client if s3_client is not None else _default_s3_client()
+    client = s3_client if s3_client is not None else default_client("s3")
     digest = hashlib.sha256(data).digest()
     client.put_object(
         Bucket=bucket,
@@ -59,7 +52,7 @@ def put_json(obj: Any, *, bucket: str, key: str, s3_client: S3Client | None = No
 
 def get_bytes(ref: ClaimCheckRef, s3_client: S3Client | None = None) -> bytes:
     """Read the referenced object; raises ClaimCheckMismatch if it is missing or differs."""
-    client = s3_client if s3_client is not None else _default_s3_client()
+    client = s3_client if s3_client is not None else default_client("s3")
     location = f"s3://{ref.bucket}/{ref.key}"
     try:
         response = client.get_object(Bucket=ref.bucket, Key=ref.key)

@@ -5,6 +5,9 @@ Standard retry mode retries throttling and 5xx a few times inside the SDK before
 classification (and the SQS backoff) takes over. ``fast=True`` is for code that answers a caller with
 a short deadline (an API Destination gives up after 5 s, an authorizer runs inside API Gateway's
 timeout): fail fast rather than let the SDK's retries outlast the caller.
+
+This is the kernel's one client factory: a wiring's clients (``AwsClients``) and the clients the kernel
+falls back on when a caller passes none (``default_client``) are all built by ``aws_client``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,33 @@ def aws_client(service: str, *, fast: bool = False) -> Any:
     else:
         config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=3, read_timeout=10)
     return boto3.client(service, config=config)  # type: ignore[call-overload]
+
+
+@functools.cache
+def _default(service: str) -> Any:
+    return aws_client(service)  # type: ignore[call-overload]  # the service is a parameter
+
+
+@overload
+def default_client(service: Literal["dynamodb"]) -> DynamoDBClient: ...
+@overload
+def default_client(service: Literal["s3"]) -> S3Client: ...
+@overload
+def default_client(service: Literal["sqs"]) -> SQSClient: ...
+@overload
+def default_client(service: Literal["sns"]) -> SNSClient: ...
+@overload
+def default_client(service: Literal["events"]) -> EventBridgeClient: ...
+def default_client(service: str) -> Any:
+    """The process's one client of ``service`` for kernel code a caller passed no client to (``consume``
+    without ``sqs_client``, ``commit_once`` without ``ddb_client``, ...): built by ``aws_client`` at
+    first use, kept for the execution environment, forgotten by ``relay.wiring.reset_all``."""
+    return _default(service)
+
+
+def forget_default_clients() -> None:
+    """The next ``default_client`` builds anew (tests: a new environment or a new ``mock_aws``)."""
+    _default.cache_clear()
 
 
 class AwsClients:

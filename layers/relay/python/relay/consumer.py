@@ -50,6 +50,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from relay import consumer_env
+from relay.clients import AwsClients, default_client
 from relay.envelope import Envelope
 from relay.errors import PermanentError, RelayError, TransientError, classify
 from relay.observability import logger, metrics_batch, record_metric
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from mypy_boto3_sqs import SQSClient
 
-    from relay.clients import AwsClients
     from relay.heartbeat import Heartbeat
 
 
@@ -131,13 +131,6 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
 @functools.cache
 def _settings_from_env() -> ConsumerSettings:
     return ConsumerSettings.from_env()
-
-
-@functools.cache
-def _default_client(service: str) -> Any:
-    import boto3
-
-    return boto3.client(service)  # type: ignore[call-overload]  # the service is a parameter
 
 
 def queue_url_from_arn(arn: str, sqs_client: SQSClient | None = None) -> str:
@@ -316,7 +309,7 @@ def consume(
 
     def client() -> Any:
         if client_cache[0] is None:
-            client_cache[0] = _default_client("sqs")
+            client_cache[0] = default_client("sqs")
         return client_cache[0]
 
     def record_handler(record: SQSRecord) -> None:
@@ -450,7 +443,7 @@ def _parked_before(raw: dict[str, Any], settings: ConsumerSettings, client: Call
 
     try:
         return already_parked(
-            _default_client("dynamodb"),
+            default_client("dynamodb"),
             str(settings.parked_ledger_table),
             source_queue_url=_queue_url(raw, settings, client),
             message_id=str(raw.get("messageId", "")),
@@ -474,7 +467,7 @@ def _record_in_ledger(
 
     try:
         record_parking(
-            _default_client("dynamodb"),
+            default_client("dynamodb"),
             str(settings.parked_ledger_table),
             source_queue_url=_queue_url(raw, settings, client),
             dlq_url=str(settings.dlq_url),

@@ -26,7 +26,6 @@ The idempotency table (one per service) has partition key ``id`` (S) and TTL att
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
+from relay.clients import default_client
 from relay.envelope import Envelope, canonical_payload_sha256
 from relay.errors import (
     BusinessConditionFailed,
@@ -84,13 +84,6 @@ class BusinessWrite:
         return body
 
 
-@functools.cache
-def _default_ddb_client() -> Any:
-    import boto3
-
-    return boto3.client("dynamodb")
-
-
 def marker_id(event_id: str) -> str:
     return f"event#{event_id}"
 
@@ -110,7 +103,7 @@ def commit_once(
         raise ValueError(
             f"{len(business)} writes: a transaction holds at most {MAX_BUSINESS_WRITES} + the marker"
         )
-    client = ddb_client if ddb_client is not None else _default_ddb_client()
+    client = ddb_client if ddb_client is not None else default_client("dynamodb")
     moment = now or datetime.now(UTC)
     received_hash = canonical_payload_sha256(envelope)
     marker = {

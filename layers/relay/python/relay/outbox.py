@@ -21,13 +21,13 @@ leaves the deadline index once its last events are out (``settle_item``).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from relay import deadlines, entity_events
+from relay.clients import AwsClients, default_client
 from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable, PermanentError
 from relay.idempotency import BusinessWrite, apply_write, deserialize_item, put, serialize_item
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
     from mypy_boto3_sns import SNSClient
 
-    from relay.clients import AwsClients
 
 OUTBOX_KIND = "outbox"
 # Published rows are kept this long for inspection, then removed by DynamoDB TTL (expiresAt).
@@ -89,13 +88,6 @@ def outbox_write(
     return put(table_name, item, "attribute_not_exists(#pk)", names={"#pk": partition_attribute})
 
 
-@functools.cache
-def _default_client(service: str) -> Any:
-    import boto3
-
-    return boto3.client(service)  # type: ignore[call-overload]  # the service is a parameter
-
-
 # A service's own message attributes for an event, from the event and the item it came from (the
 # entity item's NEW image, or the legacy outbox row): what a subscription filters on beyond eventType.
 MessageAttributes = Callable[[Envelope, Mapping[str, Any]], Mapping[str, str]]
@@ -108,7 +100,7 @@ def sns_publisher(
     that subscription filter policies match on, and the service's own (``attributes``)."""
 
     def publish(envelope: Envelope, row: Mapping[str, Any]) -> None:
-        client = sns_client if sns_client is not None else _default_client("sns")
+        client = sns_client if sns_client is not None else default_client("sns")
         params: dict[str, Any] = {
             "TopicArn": topic_arn,
             "Message": envelope.to_json(),
@@ -148,7 +140,7 @@ def sns_batch_publisher(
     ``OutboxSkipped`` (kept for the retry, in order), even if SNS took it in the same request."""
 
     def publish(items: list[tuple[Envelope, Mapping[str, Any]]]) -> list[BaseException | None]:
-        client = sns_client if sns_client is not None else _default_client("sns")
+        client = sns_client if sns_client is not None else default_client("sns")
         results: list[BaseException | None] = [None] * len(items)
         start = 0
         while start < len(items):
@@ -226,7 +218,7 @@ def bus_publisher(
     def publish(envelope: Envelope, row: Mapping[str, Any]) -> None:
         if envelope.event_type not in route.event_types:
             return
-        client: EventBridgeClient = events_client if events_client is not None else _default_client("events")
+        client: EventBridgeClient = events_client if events_client is not None else default_client("events")
         entry: PutEventsRequestEntryTypeDef = {
             "Source": route.source,
             "DetailType": envelope.event_type,
@@ -315,7 +307,7 @@ def publish_outbox_batch(
                 for envelope, row in found:
                     bus_publish(envelope, row)
             if ddb is None:
-                ddb = _default_client("dynamodb")
+                ddb = default_client("dynamodb")
             table = table_name or _table_from_stream_arn(raw)
             if _outbox_row(raw) is not None:
                 mark_published(ddb, table, raw["dynamodb"]["Keys"])

@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from relay.clients import forget_default_clients
 from relay.settings import FunctionEnvironment
 
 _ALL: weakref.WeakSet[Wired[Any]] = weakref.WeakSet()
@@ -68,3 +69,4 @@ def reset_all() -> None:
         wired.reset()
     for hook in _RESET_HOOKS:
         hook()
+    forget_default_clients()
