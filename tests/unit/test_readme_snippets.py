@@ -1,6 +1,7 @@
-"""The README's code a receiver copies is run here: the notice verification snippet (one call of the
-Standard Webhooks library) accepts what the kernel signs (relay.signing) and refuses a tampered body, a
-wrong key and a replay."""
+"""The documented code a receiver copies is run here: the notice verification snippet (one call of the
+Standard Webhooks library, in docs/payments.md "Completion notices") accepts what the kernel signs
+(relay.signing) and refuses a tampered body, a wrong key and a replay. A snippet is found by its marker
+wherever it lives, the README or docs/*.md, and must be there exactly once."""
 
 from __future__ import annotations
 
@@ -14,15 +15,24 @@ import pytest
 
 from relay.signing import sign
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def snippet(name: str) -> dict[str, Any]:
-    text = README.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- snippet: {name} -->\n```python\n(.*?)```", text, re.S)
-    assert found, f"README has no python snippet marked {name}"
+    marked = rf"<!-- snippet: {name} -->\n```python\n(.*?)```"
+    found = [
+        (page, block)
+        for page in PAGES
+        for block in re.findall(marked, page.read_text(encoding="utf-8"), re.S)
+    ]
+    where = [page.relative_to(ROOT).as_posix() for page, _ in found]
+    assert len(found) == 1, (
+        f"python snippet marked {name}: expected once in README.md or docs/, found in {where}"
+    )
+    ((_, block),) = found
     namespace: dict[str, Any] = {}
-    exec(compile(found.group(1), f"README:{name}", "exec"), namespace)  # noqa: S102 - our own README
+    exec(compile(block, f"{where[0]}:{name}", "exec"), namespace)  # noqa: S102 - our own docs
     return namespace
 
 
