@@ -203,14 +203,14 @@ deploy: synth ## deploy every stack to the AWS account in your credentials (STAG
 diff: synth ## show what a deploy would change (STAGE=dev|prod)
 	npx cdk diff --app cdk.out --all
 
-destroy: synth ## delete every stack of STAGE; a non-disposable stage (prod) keeps its data (README: "make destroy")
+destroy: synth ## delete every stack of STAGE; a non-disposable stage (prod) keeps its data (docs/deployment.md: "make destroy")
 	npx cdk destroy --app cdk.out --all --force
 
 # STAGE=local is the sandbox (the running `make local`, else one started for the run on free ports); any
 # other STAGE is that stage on AWS, found from its stacks' outputs and called with your AWS credentials.
 # CI runs the same suite against the e2e session's sandbox (tests/e2e/test_smoke_e2e.py, in `make test`).
 smoke: $(BIN)/.sandbox-installed node_modules/.installed ## the black-box suite against a deployed stage (STAGE=dev|prod) or the sandbox (STAGE=local); exit 0 only if every check passes
-	$(BIN)/python -m ops smoke --stage $(STAGE)
+	$(BIN)/python -m $(if $(filter local,$(STAGE)),local,ops) smoke --stage $(STAGE)
 
 stateful-manifest: install ## rewrite infra/stateful-resources.json from a synth; REASON="the migration" is required when it changes
 	$(BIN)/python -m infra.update_safety --reason "$(REASON)"

@@ -1,4 +1,5 @@
-"""``python -m local up | status | demo | chaos | fire-schedule [NAME] | iam-report``: the sandbox's CLI."""
+"""The sandbox's CLI: ``python -m local up | status | demo | chaos | fire-schedule [NAME] | iam-report``,
+and ``python -m local smoke`` (``ops smoke`` against the sandbox, started for the run when none runs)."""
 
 from __future__ import annotations
 
@@ -259,7 +260,12 @@ def _iam_report(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["smoke"]:  # ops smoke's own command line, with a sandbox started when none runs
+        from local.smoke import main as smoke
+
+        return smoke(argv[1:])
+    args = parse_args(argv)
     if args.command == "up":
         return _up(args)
     if args.command == "status":

@@ -29,11 +29,13 @@ How it finds the stage: CloudFormation DescribeStacks of the six stacks, and the
 ``HourlyScheduleName``). It calls with the caller's credentials (boto3's default chain); every HTTP call is
 SigV4-signed for ``execute-api`` (botocore's ``SigV4Auth`` over the exact request sent, payload included),
 as the AWS_IAM routes require on AWS. ``STAGE=local`` means the sandbox: the running one (``make local``,
-found by ``.sandbox/state.json``), else one started for the run on free ports and stopped after it. The
-sandbox answers DescribeStacks for the stacks it provisioned (``emulator/cloudformation.py``) and serves every
-HTTP API on one local port, so each API URL the outputs give (``https://<id>.execute-api…``) is called
-there, same path, signed the same way (the sandbox does not verify SigV4 yet). A sandbox started for
-the run logs to a temporary directory, removed after a clean run and named when a check failed.
+found by ``.sandbox/state.json``), else (``python -m local smoke``, what ``make smoke STAGE=local`` runs)
+one started for the run on free ports and stopped after it: the sandbox is Relay's (``local``), so ops
+never starts one itself. The sandbox answers DescribeStacks for the stacks it provisioned
+(``emulator/cloudformation.py``) and serves every HTTP API on one local port, so each API URL the outputs
+give (``https://<id>.execute-api…``) is called there, same path, signed the same way (the sandbox verifies
+SigV4 as API Gateway does). A sandbox started for the run logs to a temporary directory, removed after a
+clean run and named when a check failed.
 
 What it leaves behind: only its own operations, tagged ``smoke-<UTC time>-<4 hex>`` (the run's tag): two
 payment operations (paymentId and Idempotency-Key ``<tag>-payment`` / ``<tag>-order-payment``, ``details
@@ -57,7 +59,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -891,45 +893,16 @@ def sandbox_target(state: Mapping[str, Any], *, stage: str | None, region: str |
     return Target(app=app, http=http, sandbox=True, fakes=fakes, note=note)
 
 
-@contextmanager
-def started_sandbox(log_dir: Path, cdk_out: Path = DEFAULT_TEMPLATES) -> Iterator[dict[str, Any]]:
-    """A sandbox started for the run on free ports (as the e2e tests start theirs), stopped after it;
-    its start-up lines go to ``log_dir/sandbox.log``."""
-    from emulator.server import free_port
-    from local.sandbox import Sandbox, SandboxConfig
-
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with (log_dir / "sandbox.log").open("a", encoding="utf-8") as log:
-
-        def write(*parts: object) -> None:
-            log.write(" ".join(str(p) for p in parts) + "\n")
-            log.flush()
-
-        config = SandboxConfig(
-            emulator_port=free_port(),
-            api_port=free_port(),
-            cdk_out=cdk_out,
-            write_state=False,
-            log_dir=log_dir / "logs",
-        )
-        try:
-            sandbox = Sandbox(config, log=write).start()
-        except Exception as exc:
-            raise Unreachable(
-                f"no sandbox was running, and one could not be started: {type(exc).__name__}: {exc} "
-                f"(its log: {log_dir / 'sandbox.log'})"
-            ) from None
-        try:
-            yield sandbox.state()
-        finally:
-            sandbox.close()
+# Starts a sandbox for the run (``local.smoke.started_sandbox``): given the log folder and the assembly,
+# yields the sandbox's state. ``python -m local smoke`` passes it; ops itself never starts a sandbox.
+SandboxStarter = Callable[[Path, Path], AbstractContextManager[dict[str, Any]]]
 
 
 @contextmanager
-def reach(args: argparse.Namespace) -> Iterator[Target]:
+def reach(args: argparse.Namespace, start_sandbox: SandboxStarter | None = None) -> Iterator[Target]:
     """The target the command line names: AWS (``--stage``), the sandbox (``--stage local``: the running
-    one, else one started for the run), a running sandbox (``--local``), or an emulator (``--endpoint-url``,
-    with ``--api-url`` for its HTTP API)."""
+    one, else one ``start_sandbox`` starts for the run), a running sandbox (``--local``), or an emulator
+    (``--endpoint-url``, with ``--api-url`` for its HTTP API)."""
     stage: str = args.stage
     state_file = Path(args.sandbox_state) if args.sandbox_state else SANDBOX_STATE
     if args.local and args.endpoint_url:
@@ -966,9 +939,10 @@ def reach(args: argparse.Namespace) -> Iterator[Target]:
                 note=f"the running sandbox ({state_file.name}: pid {state['pid']})",
             )
             return
-        if args.local:
+        if args.local or start_sandbox is None:
             raise Unreachable(
-                f"no sandbox is running ({state_file} names no live one): start one with make local"
+                f"no sandbox is running ({state_file} names no live one): start one with make local, or run "
+                "make smoke STAGE=local, which starts one for the run"
             )
         log_dir = Path(tempfile.mkdtemp(prefix="relay-smoke-"))
         print(
@@ -976,7 +950,7 @@ def reach(args: argparse.Namespace) -> Iterator[Target]:
             flush=True,
         )
         began = time.monotonic()
-        with started_sandbox(log_dir, Path(args.cdk_out) if args.cdk_out else DEFAULT_TEMPLATES) as state:
+        with start_sandbox(log_dir, Path(args.cdk_out) if args.cdk_out else DEFAULT_TEMPLATES) as state:
             note = (
                 f"a sandbox started for the run in {time.monotonic() - began:.1f} s (emulator "
                 f"{state['endpoint']}, API {state['apiUrls'][0]}; stopped at the end)"
@@ -1024,8 +998,9 @@ def register(subparsers: Any) -> None:
         "AWS credentials (HTTP calls SigV4-signed): a payment completes and its retry answers the same "
         "operation, an invalid body is refused and stores nothing, an order is paid and shipped once, the "
         "scores API refuses a call without its key, every queue has its DLQ and alarms, the hourly schedule "
-        "is enabled, ops doctor is clean. --stage local runs it against the sandbox (the running one, or one "
-        "it starts). One line per check; exit 0 all pass, 1 a check failed, 2 the stage cannot be reached.",
+        "is enabled, ops doctor is clean. --stage local runs it against the running sandbox (make smoke "
+        "STAGE=local starts one when none runs). One line per check; exit 0 all pass, 1 a check failed, "
+        "2 the stage cannot be reached.",
     )
     add_connection_arguments(parser)
     parser.add_argument(
@@ -1055,12 +1030,12 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, start_sandbox: SandboxStarter | None = None) -> int:
     unknown = [c for c in args.only if c not in CHECKS]
     if unknown:
         raise OpsError(f"--only {','.join(unknown)}: no such check; the checks are {', '.join(CHECKS)}")
     began = time.monotonic()
-    with reach(args) as target:
+    with reach(args, start_sandbox) as target:
         deployed = discover(target.app)
         suite = Suite(target, deployed, timeout=args.timeout)
         print(

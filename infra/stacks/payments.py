@@ -243,7 +243,7 @@ class PaymentsStack(RelayStack):
             claim_checks.grant_prefix(consumer.role, CLAIM_CHECK_PREFIX, read=True, why=CLAIM_CHECK_GRANT)
 
         # Completion notices: every terminal event -> the client's callback URL, signed with this
-        # deployment's key (HMAC-SHA256; receivers verify it, README "Completion notices").
+        # deployment's key (HMAC-SHA256; receivers verify it, docs/payments.md, "Completion notices").
         signing_key = secretsmanager.Secret(
             self,
             "NoticeSigningKey",

@@ -108,3 +108,41 @@ def test_a_failing_check_is_a_fail_line_and_exit_1(
     assert code == 1
     assert checks(out) == {"hourly schedule enabled": "FAIL"}
     assert f"FAIL  hourly schedule enabled: {schedule_disabled} DISABLED" in out
+
+
+def test_ops_never_starts_a_sandbox_itself(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No sandbox runs: ``ops smoke --stage local`` says how to get one (ops imports nothing of ``local``)."""
+    code = main(["smoke", "--stage", "local", "--sandbox-state", str(tmp_path / "none.json")])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "no sandbox is running" in err and "make smoke STAGE=local" in err
+
+
+def test_local_smoke_starts_a_sandbox_for_the_run_when_none_runs(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``make smoke STAGE=local`` (``python -m local smoke``) hands ops the starter: with no sandbox
+    running, the suite runs against the one it starts (here the session's, standing in for a new one)."""
+    import contextlib
+
+    import local.smoke
+    from local.__main__ import main as local_main
+
+    started: list[Path] = []
+
+    @contextlib.contextmanager
+    def start(log_dir: Path, cdk_out: Path) -> Iterator[dict[str, object]]:
+        started.append(cdk_out)
+        yield sandbox.state()
+
+    monkeypatch.setattr(local.smoke, "started_sandbox", start)
+    code = local_main(
+        ["smoke", "--stage", "local", "--sandbox-state", str(tmp_path / "none.json"), "--only", "stacks"]
+    )
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert len(started) == 1
+    assert checks(out) == {"stacks": "PASS"}
+    assert "a sandbox started for the run" in out
