@@ -26,7 +26,6 @@ from flow.events import TICK_DUE
 
 from infra.config import StageConfig
 from infra.constructs.function import RelayFunction
-from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outputs import api_url_output, work_queues_output
 from infra.constructs.queue_consumer import QueueConsumer
@@ -65,16 +64,8 @@ class FlowStack(RelayStack):
             description="POST /tasks → TaskSubmitted on the tasks queue (202)",
         )
         work.queue.grant_send_messages(api_fn.function)
-        http = HttpApi(
-            self,
-            "Http",
-            name="flow-api",
-            naming=naming,
-            log_retention_days=config.consumers.log_retention_days,
-            throttle_rate=config.http_api.throttle_rate,
-            throttle_burst=config.http_api.throttle_burst,
-            removal_policy=keep,
-            handler=api_fn,
+        http = self.http_api(
+            api_fn,
             routes=[(apigw.HttpMethod.POST, "/tasks")],
         )
 

@@ -14,11 +14,13 @@ export of anything CloudFormation replaces on a content change."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
@@ -26,7 +28,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.config import StageConfig
-from infra.constructs.function import FUNCTIONS, FunctionSettings
+from infra.constructs.function import FUNCTIONS, FunctionSettings, RelayFunction
+from infra.constructs.http_api import HttpApi
 from infra.constructs.layers import dependency_layer, kernel_layer
 from infra.constructs.monitoring import MonitoringSettings
 from infra.constructs.naming import Naming
@@ -105,6 +108,29 @@ class RelayStack(Stack):
             removal_policy=self.removal_policy,
             parked_ledger=self.platform.parked_ledger,
             code_root=self.code_root,
+        )
+
+    def http_api(
+        self,
+        handler: RelayFunction,
+        *,
+        routes: Sequence[tuple[apigw.HttpMethod, str]],
+        routes_with_authorizer: Sequence[tuple[apigw.HttpMethod, str, apigw.IHttpRouteAuthorizer]] = (),
+    ) -> HttpApi:
+        """The service's HTTP API (`<service>-api`, construct id `Http`): its routes on ``handler``, with
+        the stage's throttle, access-log retention and removal policy."""
+        return HttpApi(
+            self,
+            "Http",
+            name=f"{self.service}-api",
+            naming=self.naming,
+            log_retention_days=self.config.consumers.log_retention_days,
+            throttle_rate=self.config.http_api.throttle_rate,
+            throttle_burst=self.config.http_api.throttle_burst,
+            removal_policy=self.removal_policy,
+            handler=handler,
+            routes=routes,
+            routes_with_authorizer=routes_with_authorizer,
         )
 
     @property

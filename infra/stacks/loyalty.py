@@ -21,7 +21,6 @@ from orders.subscriptions import POINTS_RULE
 from infra.config import StageConfig
 from infra.constructs.bus_rule import BusRule
 from infra.constructs.function import RelayFunction
-from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outputs import api_url_output, work_queues_output
 from infra.constructs.queue_consumer import QueueConsumer
@@ -81,16 +80,8 @@ class LoyaltyStack(RelayStack):
             description="GET /customers/{customerId}/points",
         )
         points.grant_read_data(api_fn.function)
-        self.http = HttpApi(
-            self,
-            "Http",
-            name="loyalty-api",
-            naming=naming,
-            log_retention_days=config.consumers.log_retention_days,
-            throttle_rate=config.http_api.throttle_rate,
-            throttle_burst=config.http_api.throttle_burst,
-            removal_policy=keep,
-            handler=api_fn,
+        self.http = self.http_api(
+            api_fn,
             routes=[(apigw.HttpMethod.GET, "/customers/{customerId}/points")],
         )
         ServiceMonitoring(

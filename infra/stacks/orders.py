@@ -43,7 +43,6 @@ from infra.constructs.buckets import PrivateBucket
 from infra.constructs.bus_rule import BusRule
 from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
 from infra.constructs.function import RelayFunction
-from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outbox_publisher import OutboxPublisher
 from infra.constructs.outputs import api_url_output, work_queues_output
@@ -151,16 +150,8 @@ class OrdersStack(RelayStack):
         orders.grant_read_write_data(api_fn.function)
         # Client Idempotency-Keys bound before the one-write layout: read only (legacy_request_keys).
         idempotency.grant(api_fn.function, "dynamodb:GetItem")
-        self.http = HttpApi(
-            self,
-            "Http",
-            name="orders-api",
-            naming=naming,
-            log_retention_days=config.consumers.log_retention_days,
-            throttle_rate=config.http_api.throttle_rate,
-            throttle_burst=config.http_api.throttle_burst,
-            removal_policy=keep,
-            handler=api_fn,
+        self.http = self.http_api(
+            api_fn,
             routes=[
                 (apigw.HttpMethod.POST, "/orders"),
                 (apigw.HttpMethod.GET, "/orders/{orderId}"),

@@ -30,7 +30,6 @@ from infra.config import StageConfig
 from infra.constructs.buckets import PrivateBucket
 from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
 from infra.constructs.function import RelayFunction
-from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outbox_publisher import OutboxPublisher
 from infra.constructs.outputs import api_url_output, work_queues_output
@@ -156,16 +155,8 @@ class PaymentsStack(RelayStack):
         # transaction) to bind it. Without this every keyed POST /payments was AccessDenied on AWS.
         idempotency.grant(api_fn.function, "dynamodb:GetItem", "dynamodb:PutItem")
         claim_checks.grant_prefix(api_fn.role, CLAIM_CHECK_PREFIX, read=False, why=CLAIM_CHECK_GRANT)
-        self.http = HttpApi(
-            self,
-            "Http",
-            name="payments-api",
-            naming=naming,
-            log_retention_days=config.consumers.log_retention_days,
-            throttle_rate=config.http_api.throttle_rate,
-            throttle_burst=config.http_api.throttle_burst,
-            removal_policy=keep,
-            handler=api_fn,
+        self.http = self.http_api(
+            api_fn,
             routes=[
                 (apigw.HttpMethod.POST, "/payments"),
                 (apigw.HttpMethod.GET, "/operations/{operationId}"),

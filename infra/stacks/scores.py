@@ -21,7 +21,6 @@ from scores import settings as env
 
 from infra.config import StageConfig
 from infra.constructs.function import RelayFunction
-from infra.constructs.http_api import HttpApi
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outputs import work_queues_output
 from infra.constructs.queue_consumer import QueueConsumer
@@ -108,16 +107,8 @@ class ScoresStack(RelayStack):
             identity_source=[f"$request.header.{API_KEY_HEADER}"],
             results_cache_ttl=Duration.minutes(1),
         )
-        self.http = HttpApi(
-            self,
-            "Http",
-            name="scores-api",
-            naming=naming,
-            log_retention_days=config.consumers.log_retention_days,
-            throttle_rate=config.http_api.throttle_rate,
-            throttle_burst=config.http_api.throttle_burst,
-            removal_policy=keep,
-            handler=api_fn,
+        self.http = self.http_api(
+            api_fn,
             routes=[(apigw.HttpMethod.GET, "/agents/{agentId}/scores")],
             routes_with_authorizer=[(apigw.HttpMethod.POST, "/score-snapshots", api_key_authorizer)],
         )
