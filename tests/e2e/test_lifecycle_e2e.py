@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -120,15 +120,30 @@ def test_an_invoice_refused_for_good_ends_in_invoice_failed_charged_and_not_invo
     assert sandbox.invoices.invoices_by_operation().get(operation_id) is None
 
 
+def _until(condition: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while not condition():
+        assert time.time() < deadline, "the condition never held"
+        time.sleep(0.2)
+
+
+def _delayed(sqs: Any, url: str) -> int:
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    return int(attributes["Attributes"]["ApproximateNumberOfMessagesDelayed"])
+
+
 def test_an_operation_whose_message_was_deleted_is_swept_and_completes(sandbox: Sandbox) -> None:
     sqs = client("sqs", sandbox.endpoint)
     with knobs(sandbox.legacy, outage=True):
         operation_id = accept(sandbox, payment())
         wait_for(sandbox, operation_id, {"PAYMENT_PROCESSING"})
-        while not view(sandbox, operation_id).get("nextAttemptAt"):
-            time.sleep(0.2)
+        url = queue_url(sandbox, "payments-payment-requests")
+        # The step records nextAttemptAt first, then the kernel re-sends the message with that delay:
+        # purging in between would let the copy land afterwards and complete the payment.
+        _until(lambda: bool(view(sandbox, operation_id).get("nextAttemptAt")))
+        _until(lambda: _delayed(sqs, url) >= 1)
         # The retry copy waits (delayed) in the queue: delete it, as an operator's purge would.
-        sqs.purge_queue(QueueUrl=queue_url(sandbox, "payments-payment-requests"))
+        sqs.purge_queue(QueueUrl=url)
     time.sleep(10)  # past the next attempt (≤ 4 s) plus the 5 s of silence
     assert view(sandbox, operation_id)["status"] == "PAYMENT_PROCESSING", "stranded: nothing moves it"
 
