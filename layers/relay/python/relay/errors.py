@@ -103,10 +103,6 @@ class OutcomeUnknown(DependencyUnavailable):
     key; a caller that must not act twice asks the dependency what happened instead."""
 
 
-class RetryLater(TransientError):
-    """The downstream accepted the work but is still processing it: look again after ``retry_after``."""
-
-
 class InvalidInput(PermanentError):
     """The message is not something this consumer can ever process (malformed JSON, schema)."""
 

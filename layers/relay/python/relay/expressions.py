@@ -102,11 +102,6 @@ class Update:
         self._sets.append(f"{self._p.name(attribute)} = {self._p.value(value)}")
         return self
 
-    def set_in(self, attribute: str, key: str, value: Any) -> Self:
-        """Set one entry of a map attribute (``attribute.key = value``); the map must exist."""
-        self._sets.append(f"{self._p.name(attribute)}.{self._p.name(key)} = {self._p.value(value)}")
-        return self
-
     def set_all(self, attributes: Mapping[str, Any]) -> Self:
         """``set`` for each attribute, in sorted order (a stable expression for the same input)."""
         for attribute in sorted(attributes):
