@@ -64,7 +64,7 @@ def _changed(order_id: str, done: str) -> Any:
 
 
 def apply_points_event(
-    envelope: Envelope, store: PointsStore, *, points_per_unit: int, now: datetime | None = None
+    envelope: Envelope, store: PointsStore, *, points_per_unit: int, now: datetime
 ) -> None:
     if envelope.event_type == ORDER_PAID:
         accrue(envelope, store, points_per_unit=points_per_unit, now=now)
@@ -85,9 +85,7 @@ def _commit(envelope: Envelope, store: PointsStore, writes: list[Any], order_id:
     return steps.commit(lambda: store.apply(writes), envelope, order_id=order_id)
 
 
-def accrue(
-    envelope: Envelope, store: PointsStore, *, points_per_unit: int, now: datetime | None = None
-) -> None:
+def accrue(envelope: Envelope, store: PointsStore, *, points_per_unit: int, now: datetime) -> None:
     customer_id, order_id = _required(envelope)
     points = points_earned(envelope, points_per_unit)
     entry: OrderPoints | None = store.order_points(customer_id, order_id)
@@ -119,7 +117,7 @@ def accrue(
         )
 
 
-def reverse(envelope: Envelope, store: PointsStore, *, now: datetime | None = None) -> None:
+def reverse(envelope: Envelope, store: PointsStore, *, now: datetime) -> None:
     customer_id, order_id = _required(envelope)
     if not (envelope.payload or {}).get("paymentOperationId"):
         # Rejected before it was paid: it never earned points (the rule should not have sent it).

@@ -130,7 +130,7 @@ def lines_of(envelope: Envelope) -> tuple[OrderLine, ...]:
 
 
 def handle_inventory_event(
-    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime | None = None
+    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime
 ) -> None:
     if envelope.event_type == ORDER_CREATED:
         reserve_stock(envelope, orders, inventory, now=now)
@@ -144,7 +144,7 @@ def handle_inventory_event(
 
 
 def reserve_stock(
-    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime | None = None
+    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime
 ) -> None:
     """OrderCreated -> take every line from stock and mark the order RESERVED, in ONE transaction
     (the reservation record -- the step's record --, the order, one conditional decrement per SKU);
@@ -209,7 +209,7 @@ def _reject(
     order: Order,
     shortage: StockShortage,
     *,
-    now: datetime | None,
+    now: datetime,
 ) -> None:
     """Not enough stock is the order's OUTCOME: REJECTED + OrderRejected, in ONE write of the order
     that records the event it processed, acknowledged. Nothing was taken from stock (the reservation
@@ -228,7 +228,9 @@ def _reject(
     if order.payment_operation_id:
         # Paid before the stock ran out: whoever refunds needs the payment.
         payload["paymentOperationId"] = order.payment_operation_id
-    rejected = order_event(ORDER_REJECTED, order, "rejected", payload=payload, causation_id=envelope.event_id)
+    rejected = order_event(
+        ORDER_REJECTED, order, "rejected", payload=payload, causation_id=envelope.event_id, occurred_at=now
+    )
     write = orders.transition_write(
         plan,
         on_condition_failed=on_stale(plan, frozenset({Status.REJECTED})),
@@ -247,7 +249,7 @@ def _reject(
 
 
 def release_stock(
-    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime | None = None
+    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime
 ) -> None:
     """OrderCancelled -> give back exactly what the reservation took, once: ONE transaction of the
     reservation RESERVED -> RELEASED (the step's record), one increment per SKU, and a check that the
@@ -326,7 +328,7 @@ def _order_payment(
     return order_id, operation_id
 
 
-def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = None) -> None:
+def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime) -> None:
     """PaymentCompleted (from payments) with ``ids.orderId`` -> order PAID + OrderPaid, once.
 
     A payment that cannot be applied -- the order is unknown, CANCELLED, REJECTED, or already paid
@@ -371,6 +373,7 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = 
         payload=payload,
         ids={"operationId": operation_id},
         causation_id=envelope.event_id,
+        occurred_at=now,
     )
     if _commit_transition(envelope, orders, plan, paid, done=frozenset()):
         record_metric("OrderPaid", event_type=envelope.event_type)
@@ -385,7 +388,7 @@ def _orphan(
     order_status: Status | None,
     reason: str,
     *,
-    now: datetime | None,
+    now: datetime,
 ) -> None:
     write = orders.orphan_payment_write(
         order_id,
@@ -419,7 +422,7 @@ _UNPAID = {
 }
 
 
-def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime | None = None) -> None:
+def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime) -> None:
     """PaymentFailed or OperationCancelled (from payments: the payment failed, or its client cancelled
     it before it was submitted) with ``ids.orderId`` -> a CREATED or RESERVED order becomes
     CANCELLED with the failure recorded (``cancellation``), and its OrderCancelled releases the stock
@@ -459,6 +462,7 @@ def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime | Non
         },
         ids={"operationId": operation_id},
         causation_id=envelope.event_id,
+        occurred_at=now,
     )
     if _commit_transition(envelope, orders, plan, cancelled, done=frozenset({Status.CANCELLED})):
         record_metric("OrderCancelledForFailedPayment", event_type=envelope.event_type)

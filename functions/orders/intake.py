@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from orders.models import (
@@ -88,7 +88,7 @@ def order_event(
     payload: dict[str, Any],
     ids: dict[str, str] | None = None,
     causation_id: str | None = None,
-    occurred_at: datetime | None = None,
+    occurred_at: datetime,
 ) -> Envelope:
     """An order event. Deterministic eventId (identity [orderId, step]): re-doing a step after a
     crash re-creates the SAME event, which every consumer then deduplicates."""
@@ -115,7 +115,7 @@ def place_order(
     store: OrderStore,
     caller: str = "anonymous",
     legacy_request_keys: bool = False,
-    now: datetime | None = None,
+    now: datetime,
 ) -> Placed:
     sha256 = request_sha256(request.to_document())
     if idempotency_key is not None and legacy_request_keys:
@@ -126,8 +126,7 @@ def place_order(
                 raise OrderNotFound(bound.entity_id)
             return Placed(found, replayed=True)
     order_id = store.new_id(caller, idempotency_key)
-    moment = now or datetime.now(UTC)
-    at = now_iso(moment)
+    at = now_iso(now)
     order = Order(
         order_id=order_id,
         customer_id=request.customer_id,
@@ -145,7 +144,7 @@ def place_order(
         order,
         "created",
         payload={"currency": order.currency, "items": items_payload(order)},
-        occurred_at=moment,
+        occurred_at=now,
     )
     try:
         store.create_order(order, created, request_sha256=sha256)
@@ -157,7 +156,7 @@ def place_order(
     return Placed(order, replayed=False)
 
 
-def cancel_order(store: OrderStore, order_id: str, *, now: datetime | None = None) -> Cancelled:
+def cancel_order(store: OrderStore, order_id: str, *, now: datetime) -> Cancelled:
     """CREATED | RESERVED -> CANCELLED + OrderCancelled. A repeated cancel of a CANCELLED order is
     answered with the order (a client retry after a lost response), without a second event."""
     for _ in range(CANCEL_ATTEMPTS):

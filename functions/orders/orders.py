@@ -134,9 +134,7 @@ class Order:
         return {"orderId": self.order_id}
 
 
-def plan_transition(
-    order: Order, target: Status, *, now: datetime | None = None, **attributes: Any
-) -> TransitionPlan:
+def plan_transition(order: Order, target: Status, *, now: datetime, **attributes: Any) -> TransitionPlan:
     """Check ``order.status -> target`` against the state machine; describe the write that applies it.
 
     ``attributes`` are domain fields set with the transition (``rejection=``, ``payment_operation_id=``).

@@ -73,7 +73,7 @@ def ship_paid_order(
     inventory: InventoryStore,
     shipping: ShippingApiClient,
     *,
-    now: datetime | None = None,
+    now: datetime,
 ) -> None:
     """OrderPaid -> the order's shipment, requested and recorded exactly once."""
     order_id = steps.expect(

@@ -15,12 +15,18 @@ from orders.shipping import ShippingApiClient
 from orders.store import InventoryStore, OrderStore
 from relay.clients import AwsClients
 from relay.side_effects import OnceWebhook
+from relay.steps import Clock, utc_now
 from relay.wiring import Wired
 
 
 class Wiring(AwsClients):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+
+    @property
+    def clock(self) -> Clock:
+        """What a step reads the time from, once at its entry (a test replaces ``utc_now``)."""
+        return utc_now
 
     @functools.cached_property
     def orders(self) -> OrderStore:

@@ -11,6 +11,6 @@ from relay.consumer import queue_handler
 handler = queue_handler(
     wiring.checked(POINTS),
     lambda w, envelope, _ctx: apply_points_event(
-        envelope, w.points, points_per_unit=w.settings.points_per_unit
+        envelope, w.points, points_per_unit=w.settings.points_per_unit, now=w.clock()
     ),
 )

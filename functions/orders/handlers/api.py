@@ -71,6 +71,7 @@ def create_order(
         store=wired.orders,
         caller=api.caller(app),
         legacy_request_keys=wired.settings.legacy_request_keys,
+        now=wired.clock(),
     )
     logger.info("order placed", extra={"order_id": placed.order.order_id, "replayed": placed.replayed})
     return _order(
@@ -116,7 +117,8 @@ def get_order(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
     tags=["orders"],
 )
 def cancel(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
-    cancelled = cancel_order(_wiring().orders, order_id)
+    wired = _wiring()
+    cancelled = cancel_order(wired.orders, order_id, now=wired.clock())
     logger.info("order cancelled", extra={"order_id": order_id, "already": cancelled.already})
     return _order(200, order_view(cancelled.order))
 

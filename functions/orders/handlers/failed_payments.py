@@ -10,5 +10,6 @@ from orders.wiring import wiring
 from relay.consumer import queue_handler
 
 handler = queue_handler(
-    wiring.checked(FAILED_PAYMENTS), lambda w, envelope, _ctx: cancel_unpaid(envelope, w.orders)
+    wiring.checked(FAILED_PAYMENTS),
+    lambda w, envelope, _ctx: cancel_unpaid(envelope, w.orders, now=w.clock()),
 )

@@ -11,5 +11,5 @@ from relay.consumer import queue_handler
 
 handler = queue_handler(
     wiring.checked(INVENTORY),
-    lambda w, envelope, _ctx: handle_inventory_event(envelope, w.orders, w.inventory),
+    lambda w, envelope, _ctx: handle_inventory_event(envelope, w.orders, w.inventory, now=w.clock()),
 )

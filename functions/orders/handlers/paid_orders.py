@@ -9,4 +9,6 @@ from orders.settings import PAID_ORDERS
 from orders.wiring import wiring
 from relay.consumer import queue_handler
 
-handler = queue_handler(wiring.checked(PAID_ORDERS), lambda w, envelope, _ctx: mark_paid(envelope, w.orders))
+handler = queue_handler(
+    wiring.checked(PAID_ORDERS), lambda w, envelope, _ctx: mark_paid(envelope, w.orders, now=w.clock())
+)

@@ -4,6 +4,7 @@ them once, in whatever order and however often the bus rule's queue delivers the
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -112,6 +113,22 @@ def test_the_accrual_is_recorded_on_the_order_item_and_the_balance(world: Loyalt
     assert balance["balance"] == 70
     assert balance["customerId"] == CUSTOMER
     assert balance["updatedAt"] == entry["accruedAt"]
+
+
+def test_the_accrual_reads_the_time_from_the_wirings_clock(
+    world: LoyaltyWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import loyalty.wiring
+
+    from relay.state_machine import now_iso
+
+    stopped = (datetime.now(UTC) - timedelta(minutes=3)).replace(microsecond=456000)
+    monkeypatch.setattr(loyalty.wiring, "utc_now", lambda: stopped)
+
+    deliver(world, order_paid("ord-1"))
+
+    entry = world.order_points(CUSTOMER, "ord-1")
+    assert entry is not None and entry["accruedAt"] == now_iso(stopped)
 
 
 def test_two_orders_of_one_customer_add_up_and_other_customers_are_apart(world: LoyaltyWorld) -> None:

@@ -11,6 +11,7 @@ from orders.store import order_from_item
 
 from relay.idempotency import serialize_item
 from relay.outbox import outbox_write
+from relay.state_machine import parse_iso
 from tests.handlers.orders.api_client import cancel, get_order
 from tests.handlers.orders.conftest import STOCK
 from tests.handlers.orders.world import (
@@ -69,7 +70,13 @@ def _created() -> Any:
             "updatedAt": "2026-12-01T10:00:00.000Z",
         }
     )
-    return order_event("OrderCreated", order, "created", payload={"currency": "EUR", "items": LINES})
+    return order_event(
+        "OrderCreated",
+        order,
+        "created",
+        payload={"currency": "EUR", "items": LINES},
+        occurred_at=parse_iso("2026-12-01T10:00:00.000Z"),
+    )
 
 
 def test_an_old_layout_order_is_reserved_paid_and_its_order_paid_produced(world: OrdersWorld) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -46,6 +47,35 @@ def test_payment_completed_marks_the_order_paid_and_publishes_order_paid(world: 
         "items": [{"sku": "SKU-MUG", "quantity": 2}, {"sku": "SKU-TEAPOT", "quantity": 1}],
     }
     assert paid.causation_id == payment.event_id
+
+
+def test_each_order_step_reads_the_time_from_its_wirings_clock(
+    world: OrdersWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clock is passed in (``orders.wiring.Wiring.clock``): the order's creation, its reservation and
+    its payment carry the moment the wiring's clock gave, in the history and in the event alike."""
+    import orders.wiring
+
+    from relay.state_machine import now_iso
+
+    stopped = (datetime.now(UTC) + timedelta(minutes=7)).replace(microsecond=123000)
+    at = now_iso(stopped)
+    monkeypatch.setattr(orders.wiring, "utc_now", lambda: stopped)
+    order_id = placed_order()
+    deliver(world, INVENTORY, *world.outbox(order_id, "OrderCreated"))
+
+    deliver(world, PAID_ORDERS, payment_completed(order_id, "op-1"))
+
+    order = world.order(order_id)
+    assert order is not None
+    assert [(h["status"], h["at"]) for h in order["history"]] == [
+        ("CREATED", at),
+        ("RESERVED", at),
+        ("PAID", at),
+    ]
+    assert order["createdAt"] == order["updatedAt"] == at
+    (paid,) = world.outbox(order_id, "OrderPaid")
+    assert paid.occurred_at == stopped
 
 
 def test_payment_for_a_reserved_order_marks_it_paid(world: OrdersWorld) -> None:
