@@ -17,7 +17,7 @@ event; the event's id derives from the operation's, so even a retried write cann
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from datetime import datetime
 
 from payments.operations import Operation, OperationError, Status, applied
 from payments.settings import Settings
@@ -71,7 +71,7 @@ def cancel_operation(
     operation_id: str,
     *,
     reason: str | None = None,
-    now: datetime | None = None,
+    now: datetime,
 ) -> Cancelled:
     for _ in range(CANCEL_ATTEMPTS):
         operation = store.get_operation(operation_id)
@@ -81,7 +81,7 @@ def cancel_operation(
             return Cancelled(operation, already=True)
         if operation.status is not Status.PENDING:
             raise NotCancellable(operation)
-        moment = now or datetime.now(UTC)
+        moment = now
         error = OperationError(CANCELLED_CODE, reason or DEFAULT_REASON)
         plan = plan_step(settings, operation, Status.CANCELLED, now=moment, error=error)
         event = new_envelope(

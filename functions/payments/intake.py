@@ -15,7 +15,7 @@ their TTL) are looked up first only while the stage says some may still exist.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from payments.models import ErrorInfo, OperationView, PaymentRequest, ResultRefs, StepView
@@ -56,7 +56,7 @@ def accept_payment(
     claim_check_threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
     legacy_request_keys: bool = False,
     deadline_seconds: int = 900,
-    now: datetime | None = None,
+    now: datetime,
 ) -> Accepted:
     document = request.to_document()
     # The same canonical text a claim check would store, so this is also its sha256.
@@ -75,7 +75,7 @@ def accept_payment(
         key=request_path(operation_id, sha256),
         s3_client=s3_client,
     )
-    moment = now or datetime.now(UTC)
+    moment = now
     at = now_iso(moment)
     correlation_id = correlation_id or operation_id
     operation = Operation(

@@ -154,7 +154,7 @@ class VerificationDeps:
 
 
 def verify_report(
-    envelope: Envelope, ctx: RecordContext, deps: VerificationDeps, *, now: datetime | None = None
+    envelope: Envelope, ctx: RecordContext, deps: VerificationDeps, *, now: datetime
 ) -> Status | None:
     """Verify the report of a ReportGenerated once; returns the recorded status (None: already recorded)."""
     event = parse_report_generated(envelope)
@@ -169,8 +169,7 @@ def verify_report(
             return None
 
         digest = deps.report_api.digest(url)
-        moment = now or datetime.now(UTC)
-        status = _outcome(digest, event, envelope, moment, deps.max_age_seconds)
+        status = _outcome(digest, event, envelope, now, deps.max_age_seconds)
         verification = Verification(
             report_id=event.report_id,
             agent_id=event.agent_id,
@@ -178,7 +177,7 @@ def verify_report(
             expected_sha256=event.sha256,
             actual_sha256=digest.sha256,
             url=url,
-            checked_at=iso(moment),
+            checked_at=iso(now),
             attempts=delivery_attempts(ctx),
             event_id=envelope.event_id,
             occurred_at=iso(envelope.occurred_at),

@@ -10,6 +10,7 @@ import functools
 
 from relay.clients import AwsClients
 from relay.side_effects import OnceWebhook
+from relay.steps import Clock, utc_now
 from relay.wiring import Wired
 from reports.notification import WHAT, NotificationDeps
 from reports.settings import Settings
@@ -20,6 +21,11 @@ from reports.verification import ReportApiClient, VerificationDeps
 class Wiring(AwsClients):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+
+    @property
+    def clock(self) -> Clock:
+        """What a step reads the time from, once at its entry (a test replaces ``utc_now``)."""
+        return utc_now
 
     @functools.cached_property
     def verification(self) -> VerificationDeps:

@@ -21,7 +21,7 @@ is written after the last agent, as an early exit: a duplicate of a finished job
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from relay.envelope import Envelope, new_envelope
@@ -91,7 +91,7 @@ def snapshot_hour_of(envelope: Envelope) -> str:
         ) from None
 
 
-def take_snapshot(envelope: Envelope, store: ScoresStore, *, now: datetime | None = None) -> SnapshotRun:
+def take_snapshot(envelope: Envelope, store: ScoresStore, *, now: datetime) -> SnapshotRun:
     hour = snapshot_hour_of(envelope)
     log = logger()
     if store.already_processed(envelope):
@@ -101,7 +101,7 @@ def take_snapshot(envelope: Envelope, store: ScoresStore, *, now: datetime | Non
 
     cutoff = iso_millis(hour_start(hour) + HOUR)
     tallies, skipped = tally_by_agent(store.verification_outcomes(checked_before=cutoff))
-    computed_at = iso_millis(now or datetime.now(UTC))
+    computed_at = iso_millis(now)
     written = unchanged = refused = 0
     for agent_id in sorted(tallies):
         tally = tallies[agent_id]

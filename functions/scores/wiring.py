@@ -12,6 +12,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from relay.clients import AwsClients, aws_client
+from relay.steps import Clock, utc_now
 from relay.wiring import Wired
 from scores.api_key import ApiKey
 from scores.settings import Settings
@@ -25,6 +26,11 @@ if TYPE_CHECKING:
 class Wiring(AwsClients):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+
+    @property
+    def clock(self) -> Clock:
+        """What a step reads the time from, once at its entry (a test replaces ``utc_now``)."""
+        return utc_now
 
     @functools.cached_property
     def api_ddb(self) -> DynamoDBClient:

@@ -79,6 +79,7 @@ def create_payment(
         claim_check_threshold_bytes=wired.settings.claim_check_threshold_bytes,
         legacy_request_keys=wired.settings.legacy_request_keys,
         deadline_seconds=wired.settings.silence_seconds,
+        now=wired.clock(),
     )
     logger.info(
         "payment request accepted",
@@ -134,7 +135,11 @@ def cancel(
 ) -> Response[dict[str, Any]]:
     wired = _wiring()
     cancelled = cancel_operation(
-        wired.store, wired.settings, operation_id, reason=request.reason if request else None
+        wired.store,
+        wired.settings,
+        operation_id,
+        reason=request.reason if request else None,
+        now=wired.clock(),
     )
     logger.info("operation cancelled", extra={"operation_id": operation_id, "already": cancelled.already})
     return Response(status_code=200, content_type=_JSON, body=view_of(cancelled.operation).to_json_dict())

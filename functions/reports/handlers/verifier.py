@@ -9,5 +9,6 @@ from reports.verification import verify_report
 from reports.wiring import wiring
 
 handler = queue_handler(
-    wiring.checked(VERIFIER), lambda w, envelope, ctx: verify_report(envelope, ctx, w.verification)
+    wiring.checked(VERIFIER),
+    lambda w, envelope, ctx: verify_report(envelope, ctx, w.verification, now=w.clock()),
 )

@@ -9,5 +9,6 @@ from scores.snapshots import take_snapshot
 from scores.wiring import wiring
 
 handler = queue_handler(
-    wiring.checked(SNAPSHOT_WORKER), lambda w, envelope, _ctx: take_snapshot(envelope, w.worker_store)
+    wiring.checked(SNAPSHOT_WORKER),
+    lambda w, envelope, _ctx: take_snapshot(envelope, w.worker_store, now=w.clock()),
 )

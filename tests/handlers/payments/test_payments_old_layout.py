@@ -400,6 +400,7 @@ def test_a_retry_of_a_request_keyed_before_the_one_write_layout_is_answered_with
             bucket=BUCKET,
             caller=CALLER,
             legacy_request_keys=True,
+            now=wired.clock(),
         )
 
     replay = accept(dict(old.body))

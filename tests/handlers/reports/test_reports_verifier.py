@@ -92,6 +92,21 @@ def test_report_served_with_the_announced_sha256_is_recorded_verified(
     assert parked_reasons(world) == []
 
 
+def test_the_verification_reads_the_time_from_its_wirings_clock(
+    world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import reports.wiring
+
+    stopped = (datetime.now(UTC) + timedelta(minutes=2)).replace(microsecond=789000)
+    monkeypatch.setattr(reports.wiring, "utc_now", lambda: stopped)
+    report_api.publish("r-clock", CONTENT)
+
+    assert failed_ids(verify(report_generated("r-clock", sha256=SHA))) == []
+
+    record = world.verification("r-clock")
+    assert record is not None and record["checkedAt"] == stopped.isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
 def test_report_generated_published_to_the_topic_reaches_the_verifier_and_is_verified(
     world: ReportsWorld, report_api: ReportApiFake
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -65,6 +66,21 @@ def test_each_agent_scores_verified_plus_one_over_total_plus_two_up_to_the_end_o
     assert a is not None
     assert (a["mismatched"], a["unreachable"]) == (1, 0)
     assert a["countedBefore"] == "2026-11-29T09:00:00.000Z"
+
+
+def test_the_snapshot_reads_the_time_from_its_wirings_clock(
+    world: ScoresWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import scores.wiring
+
+    stopped = datetime(2026, 11, 29, 9, 5, 7, 250000, tzinfo=UTC)
+    monkeypatch.setattr(scores.wiring, "utc_now", lambda: stopped)
+    seed_verifications(world)
+
+    assert run(job()) == {"batchItemFailures": []}
+
+    a = world.snapshot("agent-a", HOUR)
+    assert a is not None and a["computedAt"] == "2026-11-29T09:05:07.250Z"
 
 
 def test_the_same_hour_twice_yields_one_unchanged_snapshot_per_agent(world: ScoresWorld) -> None:
