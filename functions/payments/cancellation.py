@@ -81,16 +81,15 @@ def cancel_operation(
             return Cancelled(operation, already=True)
         if operation.status is not Status.PENDING:
             raise NotCancellable(operation)
-        moment = now
         error = OperationError(CANCELLED_CODE, reason or DEFAULT_REASON)
-        plan = plan_step(settings, operation, Status.CANCELLED, now=moment, error=error)
+        plan = plan_step(settings, operation, Status.CANCELLED, now=now, error=error)
         event = new_envelope(
             OPERATION_CANCELLED,
             identity=[operation_id, "cancelled"],
             ids=operation.ids(),
             payload={"reason": error.message},
             correlation_id=operation.correlation_id,
-            occurred_at=moment,
+            occurred_at=now,
         )
         try:
             store.apply_one(

@@ -75,8 +75,7 @@ def accept_payment(
         key=request_path(operation_id, sha256),
         s3_client=s3_client,
     )
-    moment = now
-    at = now_iso(moment)
+    at = now_iso(now)
     correlation_id = correlation_id or operation_id
     operation = Operation(
         operation_id=operation_id,
@@ -97,10 +96,10 @@ def accept_payment(
         ids=operation.ids(),
         payload={},
         correlation_id=correlation_id,
-        occurred_at=moment,
+        occurred_at=now,
     )
     try:
-        store.create_operation(operation, event, deadline=moment + timedelta(seconds=deadline_seconds))
+        store.create_operation(operation, event, deadline=now + timedelta(seconds=deadline_seconds))
     except EntityExists as exists:
         key = operation_key(operation_id)
         stored = store.existing(

@@ -382,27 +382,23 @@ def test_concurrent_request_with_the_same_key_is_answered_as_the_winners_replay(
 
     request = PaymentRequest.model_validate(payment_request())
     rt = wiring()
-    winner = accept_payment(
-        request,
-        idempotency_key="race",
-        correlation_id="c1",
-        store=rt.store,
-        s3_client=rt.s3,
-        bucket=BUCKET,
-        now=rt.clock(),
-    )
+
+    def accept(correlation_id: str) -> Any:
+        return accept_payment(
+            request,
+            idempotency_key="race",
+            correlation_id=correlation_id,
+            store=rt.store,
+            s3_client=rt.s3,
+            bucket=BUCKET,
+            now=rt.clock(),
+        )
+
+    winner = accept("c1")
     calls: list[str] = []
     rt.store.ddb.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
 
-    loser = accept_payment(
-        request,
-        idempotency_key="race",
-        correlation_id="c2",
-        store=rt.store,
-        s3_client=rt.s3,
-        bucket=BUCKET,
-        now=rt.clock(),
-    )
+    loser = accept("c2")
 
     assert calls == ["PutItem"], "the loser learns of the winner from its own failed write"
     assert loser.operation_id == winner.operation_id and loser.replayed and not winner.replayed
