@@ -300,6 +300,38 @@ def _request(environ: dict[str, Any], service: str, region: str, account: str) -
     )
 
 
+def _body_cut(environ: dict[str, Any], request: Request) -> bool:
+    """True when a request's body is shorter than it said, or absent where every SDK call sends one:
+    a JSON-protocol call always carries at least ``{}`` and a query-protocol call its ``Action``."""
+    if request.service == "s3":
+        return False  # the enforcer reads an S3 body only for DeleteObjects; moto answers the rest
+    declared = int(environ.get("CONTENT_LENGTH") or 0)
+    if declared > len(request.body):
+        return True
+    return request.method == "POST" and not request.body
+
+
+def _retryable_failure(service: str) -> tuple[int, dict[str, str], bytes]:
+    """The 500 each protocol answers for an internal failure; botocore retries any 500."""
+    message = "the request body did not arrive in full; retry"
+    request_id = str(uuid.uuid4())
+    if service == "dynamodb":
+        body = {"__type": "com.amazonaws.dynamodb.v20120810#InternalServerError", "message": message}
+        headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-RequestId": request_id}
+        return 500, headers, json.dumps(body).encode()
+    if service in _JSON_DENIAL_TYPES or service == "sqs":
+        headers = {"Content-Type": "application/x-amz-json-1.1", "x-amzn-RequestId": request_id}
+        if service == "sqs":
+            headers["x-amzn-query-error"] = "InternalFailure;Receiver"
+        return 500, headers, json.dumps({"__type": "InternalFailure", "message": message}).encode()
+    query_body = (
+        f'<ErrorResponse xmlns="https://{service}.amazonaws.com/doc/"><Error><Type>Receiver</Type>'
+        f"<Code>InternalFailure</Code><Message>{message}</Message></Error><RequestId>{request_id}"
+        "</RequestId></ErrorResponse>"
+    )
+    return 500, {"Content-Type": "text/xml", "x-amzn-RequestId": request_id}, query_body.encode()
+
+
 def _respond(start_response: Any, status: int, headers: dict[str, str], body: bytes) -> list[bytes]:
     reason = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found"}.get(status, "Error")
     start_response(f"{status} {reason}", [*headers.items(), ("Content-Length", str(len(body)))])
@@ -391,16 +423,11 @@ def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, environ, start_response)
         _, region, service = credential
         request = _request(environ, service, region, state.account)
-        if service == "dynamodb" and not request.body:
-            # No body reached the emulator (the client's connection was cut mid-request under chaos):
-            # not an IAM question. Answered as DynamoDB's retryable 500, so the SDK sends it again.
-            return _respond(
-                start_response,
-                500,
-                {"Content-Type": "application/x-amz-json-1.0"},
-                b'{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError",'
-                b'"message":"the request body did not arrive; retry"}',
-            )
+        if _body_cut(environ, request):
+            # The body did not arrive in full (the client's connection was cut mid-request under
+            # chaos): not an IAM question, and reading it would ask the wrong one (a PutEvents without
+            # entries names the default bus). Answered as the service's retryable 500.
+            return _respond(start_response, *_retryable_failure(service))
         caller = fn.principal.caller
         try:
             checks = checks_for(

@@ -5,8 +5,10 @@ through botocore against a real moto server so the error codes are the ones the 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -411,26 +413,43 @@ def test_a_function_may_redrive_only_a_dlq_and_to_a_destination_it_was_granted(e
         remove()
 
 
-def test_a_dynamodb_request_whose_body_never_arrived_is_a_retryable_500_not_an_iam_denial(
-    emulator: str,
+@pytest.mark.parametrize(
+    ("service", "headers", "sent", "error_type"),
+    [
+        ("dynamodb", {"X-Amz-Target": "DynamoDB_20120810.GetItem"}, b"", "InternalServerError"),
+        # The chaos run's flake: a PutEvents whose entries never arrived was read as one to the
+        # default bus, and denied. The declared length says the body was cut.
+        ("events", {"X-Amz-Target": "AWSEvents.PutEvents", "Content-Length": "120"}, b"", "InternalFailure"),
+        ("sqs", {"X-Amz-Target": "AmazonSQS.SendMessage"}, b"", "InternalFailure"),
+        ("secretsmanager", {"X-Amz-Target": "secretsmanager.GetSecretValue"}, b"", "InternalFailure"),
+        ("sns", {"Content-Type": "application/x-www-form-urlencoded"}, b"", "InternalFailure"),
+    ],
+)
+def test_a_request_whose_body_did_not_arrive_is_a_retryable_500_not_an_iam_denial(
+    emulator: str, service: str, headers: dict[str, str], sent: bytes, error_type: str
 ) -> None:
     _put_model(emulator, [], {})
     before = len(json.loads(urllib.request.urlopen(f"{emulator}/_relay/iam/denials").read()))
-    # A function's signed GetItem whose body was lost on the way (chaos cuts connections): no body.
-    request = urllib.request.Request(
-        emulator,
-        data=b"",
-        method="POST",
-        headers={
-            "X-Amz-Target": "DynamoDB_20120810.GetItem",
-            "Content-Type": "application/x-amz-json-1.0",
-            "Authorization": "AWS4-HMAC-SHA256 "
-            f"Credential=ASIAWORKER/20261204/{REGION}/dynamodb/aws4_request, SignedHeaders=host, Signature=0",
-        },
-    )
-    with pytest.raises(urllib.error.HTTPError) as answer:
-        urllib.request.urlopen(request)
-    assert answer.value.code == 500
-    assert json.loads(answer.value.read())["__type"].endswith("#InternalServerError")
+    # A function's signed call whose body was lost on the way (chaos cuts connections).
+    headers = {
+        "Content-Type": "application/x-amz-json-1.1",
+        **headers,
+        "Authorization": "AWS4-HMAC-SHA256 "
+        f"Credential=ASIAWORKER/20261204/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=0",
+    }
+    url = urllib.parse.urlsplit(emulator)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=10)
+    connection.putrequest("POST", "/")
+    headers.setdefault("Content-Length", str(len(sent)))
+    for key, value in headers.items():
+        connection.putheader(key, value)
+    connection.endheaders(sent)
+    if int(headers["Content-Length"]) > len(sent):
+        connection.sock.shutdown(1)  # the client's half of the connection is gone mid-body
+    answer = connection.getresponse()
+    text = answer.read().decode()
+    connection.close()
+    assert answer.status == 500
+    assert error_type in text
     after = len(json.loads(urllib.request.urlopen(f"{emulator}/_relay/iam/denials").read()))
     assert after == before  # not an IAM question: nothing recorded as denied
