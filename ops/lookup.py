@@ -137,6 +137,8 @@ def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
 
 
 def describe_order(app: App, order_id: str) -> dict[str, Any] | None:
+    from orders.store import history_entry_from_item
+
     rows = _items(app, app.name("orders", "orders"), f"ORDER#{order_id}")
     item = next((r for r in rows if r.get("sk") == "ORDER"), None)
     if item is None:
@@ -147,7 +149,7 @@ def describe_order(app: App, order_id: str) -> dict[str, Any] | None:
         "version": item.get("version"),
         "createdAt": item.get("createdAt"),
         "updatedAt": item.get("updatedAt"),
-        "history": item.get("history", []),
+        "history": [h.entry() for h in map(history_entry_from_item, item.get("history") or [])],
         "rejection": item.get("rejection"),
         "cancellation": item.get("cancellation"),
         "paymentOperationId": item.get("paymentOperationId"),

@@ -236,6 +236,7 @@ def _reject(
         on_condition_failed=on_stale(plan, frozenset({Status.REJECTED})),
         cause=envelope,
         events=(rejected,),
+        order=order,
     )
     if not steps.commit(lambda: orders.apply_one(write), envelope, order_id=order.order_id):
         return
@@ -296,12 +297,18 @@ def release_stock(
 
 
 def _commit_transition(
-    envelope: Envelope, orders: OrderStore, plan: TransitionPlan, event: Envelope, *, done: frozenset[Status]
+    envelope: Envelope,
+    orders: OrderStore,
+    order: Order,
+    plan: TransitionPlan,
+    event: Envelope,
+    *,
+    done: frozenset[Status],
 ) -> bool:
     """The transition, recording ``envelope`` as processed and ``event`` as produced, in ONE write of
     the order; True when this delivery applied it (False: the order is already where ``done`` says)."""
     write = orders.transition_write(
-        plan, on_condition_failed=on_stale(plan, done), cause=envelope, events=(event,)
+        plan, on_condition_failed=on_stale(plan, done), cause=envelope, events=(event,), order=order
     )
     return steps.commit(lambda: orders.apply_one(write), envelope, order_id=plan.entity_id)
 
@@ -375,7 +382,7 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime) -> None:
         causation_id=envelope.event_id,
         occurred_at=now,
     )
-    if _commit_transition(envelope, orders, plan, paid, done=frozenset()):
+    if _commit_transition(envelope, orders, order, plan, paid, done=frozenset()):
         record_metric("OrderPaid", event_type=envelope.event_type)
         logger().info("order paid", extra={"order_id": order_id, "operation_id": operation_id})
 
@@ -464,7 +471,7 @@ def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime) -> N
         causation_id=envelope.event_id,
         occurred_at=now,
     )
-    if _commit_transition(envelope, orders, plan, cancelled, done=frozenset({Status.CANCELLED})):
+    if _commit_transition(envelope, orders, order, plan, cancelled, done=frozenset({Status.CANCELLED})):
         record_metric("OrderCancelledForFailedPayment", event_type=envelope.event_type)
         logger().info(
             "order cancelled: its payment failed", extra={"order_id": order_id, "operation_id": operation_id}

@@ -177,7 +177,9 @@ def cancel_order(store: OrderStore, order_id: str, *, now: datetime) -> Cancelle
         )
         try:
             store.apply_one(
-                store.transition_write(plan, on_condition_failed=_changed(order), events=(event,))
+                store.transition_write(
+                    plan, on_condition_failed=_changed(order), events=(event,), order=order
+                )
             )
         except _Changed:
             continue  # moved on concurrently (e.g. RESERVED or PAID): read again and decide again

@@ -62,7 +62,14 @@ from relay.request_keys import EntityExists
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-from relay.state_machine import state_of, status_check, transition_write, unchanged_check
+from relay.state_machine import (
+    iso_moment,
+    short_moment,
+    state_of,
+    status_check,
+    transition_write,
+    unchanged_check,
+)
 
 ORDER_SK = "ORDER"
 ORDER_KIND = "order"
@@ -115,20 +122,52 @@ def _lines(value: Any) -> tuple[OrderLine, ...]:
     return tuple(OrderLine(str(i["sku"]), int(i["quantity"])) for i in value or [])
 
 
+# What an order's events need not repeat: the item holds its orderId (in its key) and correlation id
+# (``relay.entity_events.compact``).
+_HELD_IN_EVENTS = ("orderId", "correlationId")
+
+
+def _held_key(order_id: str) -> dict[str, str]:
+    return entity_events.held_values(order_key(order_id), ("orderId",))
+
+
+def _held(order: Order) -> dict[str, str]:
+    """What the order's item holds of its events' ids (the attributes ``create_order`` wrote)."""
+    item = dict(order_key(order.order_id))
+    if order.correlation_id != order.order_id:  # equal, it is read back from the key, kept or not
+        item["correlationId"] = order.correlation_id
+    return entity_events.held_values(item, _HELD_IN_EVENTS)
+
+
+def _history_to_item(entry: Mapping[str, Any]) -> str:
+    # "PAID mi4d5v6g" (the time in base-36 epoch ms): a third of the map it was.
+    return f"{entry['status']} {short_moment(str(entry['at']))}"
+
+
+def history_entry_from_item(value: Any) -> HistoryEntry:
+    """A history entry as the item keeps it, or as the layout before kept it (a map)."""
+    if isinstance(value, Mapping):
+        return HistoryEntry(str(value["status"]), str(value["at"]))
+    status, at = str(value).split(" ")
+    return HistoryEntry(status, iso_moment(at))
+
+
 def order_from_item(item: Mapping[str, Any]) -> Order:
     rejection = item.get("rejection")
     cancellation = item.get("cancellation")
+    # The id is the key's (an order of the layout before also kept it as ``orderId``).
+    order_id = str(item.get("orderId") or str(item["pk"]).removeprefix("ORDER#"))
     return Order(
-        order_id=str(item["orderId"]),
+        order_id=order_id,
         customer_id=str(item["customerId"]),
         currency=str(item["currency"]),
         items=_lines(item.get("items")),
         status=Status(str(item["status"])),
         version=int(item["version"]),
-        correlation_id=str(item.get("correlationId") or item["orderId"]),
+        correlation_id=str(item.get("correlationId") or order_id),
         created_at=str(item["createdAt"]),
         updated_at=str(item["updatedAt"]),
-        history=tuple(HistoryEntry(str(h["status"]), str(h["at"])) for h in item.get("history") or []),
+        history=tuple(history_entry_from_item(h) for h in item.get("history") or []),
         rejection=Rejection(str(rejection["code"]), str(rejection["reason"]), str(rejection["sku"]))
         if isinstance(rejection, Mapping)
         else None,
@@ -205,7 +244,6 @@ class OrderStore(EntityStore):
         item = {
             **order_key(order.order_id),
             "kind": ORDER_KIND,
-            "orderId": order.order_id,
             "customerId": order.customer_id,
             "currency": order.currency,
             "items": _line_items(order.items),
@@ -214,11 +252,12 @@ class OrderStore(EntityStore):
             "correlationId": order.correlation_id,
             "createdAt": order.created_at,
             "updatedAt": order.updated_at,
-            "history": [h.entry() for h in order.history],
+            "history": [_history_to_item(h.entry()) for h in order.history],
             "requestSha256": request_sha256,
-            entity_events.EVENTS_ATTRIBUTE: [entity_events.compact(event)],
             entity_events.SEEN_ATTRIBUTE: {},
         }
+        held = entity_events.held_values(item, _HELD_IN_EVENTS)
+        item[entity_events.EVENTS_ATTRIBUTE] = [entity_events.compact(event, held)]
         self.apply_one(
             put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=EntityExists)
         )
@@ -230,20 +269,23 @@ class OrderStore(EntityStore):
         on_condition_failed: OnConditionFailed,
         cause: Envelope | None = None,
         events: Sequence[Envelope] = (),
+        order: Order | None = None,
     ) -> BusinessWrite:
         """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``) and
         records in the order the ``cause`` it processed and the ``events`` it produces
-        (``relay.entity_events.record``)."""
+        (``relay.entity_events.record``, without what the ``order`` read holds already)."""
+        held = _held(order) if order is not None else _held_key(plan.entity_id)
         return transition_write(
             self.table_name,
             order_key(plan.entity_id),
             plan,
             history_attribute="history",
+            history_entry=_history_to_item,
             attributes={
                 _ATTRIBUTES[name]: _to_attribute(value) for name, value in plan.set_attributes.items()
             },
             on_condition_failed=on_condition_failed,
-            record=lambda change: entity_events.record(change, cause, events),
+            record=lambda change: entity_events.record(change, cause, events, held),
         )
 
     def unchanged_write(self, order: Order, *, on_condition_failed: OnConditionFailed) -> BusinessWrite:
@@ -268,13 +310,14 @@ class OrderStore(EntityStore):
         self, order_id: str, shipment: Shipment, cause: Envelope, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
         """Record the order's shipment once, and ``cause`` as processed: only on a PAID order that has
-        none yet."""
+        none yet. The order's OrderPaid leaves the item: its arrival here (from the bus, which the
+        stream publisher reaches after SNS) says it is out, and the item stays under 1 KB."""
         record: dict[str, Any] = {"status": shipment.status, "at": shipment.at, "eventId": shipment.event_id}
         if shipment.shipment_id:
             record["shipmentId"] = shipment.shipment_id
         if shipment.reason:
             record["reason"] = shipment.reason
-        change = Update().set("shipment", record)
+        change = Update().set("shipment", record).remove(entity_events.EVENTS_ATTRIBUTE)
         condition = Condition().exists("pk").equals(status=str(Status.PAID)).not_exists("shipment")
         entity_events.record_cause(change, condition, cause)
         return change.write(

@@ -97,7 +97,7 @@ def cancel_operation(
                     plan,
                     on_condition_failed=lambda _old: _Changed(),
                     events=(event,),
-                    legacy=operation.legacy,
+                    operation=operation,
                 )
             )
         except _Changed:

@@ -283,7 +283,7 @@ def _start_reconciling(
             plan,
             on_condition_failed=seen_first(envelope, on_stale(plan, PAYMENT_DONE)),
             cause=envelope,
-            legacy=operation.legacy,
+            operation=operation,
         ),
         operation,
     )

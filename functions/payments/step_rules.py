@@ -267,7 +267,7 @@ def advance(
             deps.store.transition_write(
                 plan,
                 on_condition_failed=on_stale(plan, done | {target}, concurrent),
-                legacy=operation.legacy,
+                operation=operation,
             )
         )
     except AlreadyApplied:
@@ -341,7 +341,7 @@ def commit_step(
         on_condition_failed=seen_first(envelope, on_stale(plan, done)),
         cause=envelope,
         events=(event,),
-        legacy=operation.legacy,
+        operation=operation,
         result=result,
         result_consumed=result_consumed,
     )
@@ -419,7 +419,7 @@ def end_unsuccessfully(
         on_condition_failed=seen_first(envelope, on_stale(plan, done)) if marker else on_stale(plan, done),
         cause=envelope if marker else None,
         events=(ended,),
-        legacy=operation.legacy,
+        operation=operation,
     )
     if marker:
         commit(deps, envelope, write, operation)

@@ -262,7 +262,7 @@ def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: i
                     plan,
                     on_condition_failed=on_stale(plan, PAYMENT_DONE),
                     events=(ask,),
-                    legacy=operation.legacy,
+                    operation=operation,
                 )
             )
         else:

@@ -96,7 +96,7 @@ def test_redelivered_rejection_rejects_once_and_publishes_order_rejected_once(wo
 
     assert len(world.outbox(order_id, "OrderRejected")) == 1
     order = world.order(order_id)
-    assert order is not None and [h["status"] for h in order["history"]] == ["CREATED", "REJECTED"]
+    assert order is not None and [s for s, _ in world.history(order_id)] == ["CREATED", "REJECTED"]
     assert world.parked(INVENTORY) == []
 
 

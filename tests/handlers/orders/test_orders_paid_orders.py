@@ -68,7 +68,7 @@ def test_each_order_step_reads_the_time_from_its_wirings_clock(
 
     order = world.order(order_id)
     assert order is not None
-    assert [(h["status"], h["at"]) for h in order["history"]] == [
+    assert world.history(order_id) == [
         ("CREATED", at),
         ("RESERVED", at),
         ("PAID", at),
@@ -86,7 +86,7 @@ def test_payment_for_a_reserved_order_marks_it_paid(world: OrdersWorld) -> None:
 
     order = world.order(order_id)
     assert order is not None
-    assert [h["status"] for h in order["history"]] == ["CREATED", "RESERVED", "PAID"]
+    assert [s for s, _ in world.history(order_id)] == ["CREATED", "RESERVED", "PAID"]
 
 
 def test_duplicate_payment_completed_pays_once_and_publishes_order_paid_once(world: OrdersWorld) -> None:

@@ -102,6 +102,13 @@ class OrdersWorld:
     def order(self, order_id: str) -> dict[str, Any] | None:
         return self._get(ORDERS_TABLE, f"ORDER#{order_id}", "ORDER")
 
+    def history(self, order_id: str) -> list[tuple[str, str]]:
+        """The order's history as read back (status, ISO time), whatever the layout that wrote it."""
+        from orders.store import history_entry_from_item
+
+        item = self.order(order_id) or {}
+        return [(h.status, h.at) for h in map(history_entry_from_item, item.get("history") or [])]
+
     def status(self, order_id: str) -> str | None:
         item = self.order(order_id)
         return str(item["status"]) if item else None

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from relay.claim_check import canonical_bytes
 from tests.builders import FakeContext
 from tests.handlers.hostile_http import assert_refused, hostile_bodies, readable_encodings, with_body
 from tests.handlers.payments.builders import (
@@ -66,15 +67,31 @@ def test_post_payment_is_one_put_of_the_operation_with_its_request_inline_and_it
     assert [i["sk"] for i in _operation_items(infra)] == ["OPERATION"], "no outbox row beside it"
     assert infra.ddb.scan(TableName="payments-idempotency")["Items"] == [], "no key item, no marker"
     assert item["status"] == "PENDING" and item["version"] == 1
-    assert json.loads(item["request"]) == request
-    assert item["requestSha256"] == hashlib.sha256(item["request"].encode()).hexdigest()
+    # Inline, without what the item holds already; read back whole, byte for byte what was hashed.
+    assert json.loads(item["request"]) == {
+        k: v for k, v in request.items() if k not in ("paymentId", "orderId")
+    }
+    assert (item["paymentId"], item["orderId"]) == (request["paymentId"], request["orderId"])
+    operation = infra.operation(operation_id)
+    assert operation is not None and operation.request.text is not None
+    assert json.loads(operation.request.text) == request
+    assert item["requestSha256"] == hashlib.sha256(operation.request.text.encode()).hexdigest()
+    assert item["requestSha256"] == hashlib.sha256(canonical_bytes(request)).hexdigest()
     assert "requestRef" not in item
     assert steps_of(infra, operation_id) == [("request", "ACCEPTED")]
     assert item["createdAt"] == item["updatedAt"]
     assert item["dueShard"] and item["dueAt"], "in the deadline index from its acceptance"
     (requested,) = infra.item_events(operation_id)
     assert requested.event_type == "PaymentRequested"
-    assert requested.ids["operationId"] == operation_id
+    assert requested.ids == {
+        "operationId": operation_id,
+        "paymentId": request["paymentId"],
+        "orderId": "ord-42",
+    }
+    assert requested.correlation_id
+    stored = json.loads(item["ev"][0])
+    assert "d" not in stored and "c" not in stored, "the event leaves what the item holds to the item"
+    assert stored["x"] == "operationId# paymentId orderId c#"
     assert requested.claim_check is None, "the worker reads the request from the operation"
 
 

@@ -46,15 +46,21 @@ def payload_hash(envelope: Envelope) -> str:
     return canonical_payload_sha256(envelope)[:HASH_DIGITS]
 
 
-def record(update: Update, cause: Envelope | None, events: Sequence[Envelope]) -> Update:
+def record(
+    update: Update,
+    cause: Envelope | None,
+    events: Sequence[Envelope],
+    held: Mapping[str, str] | None = None,
+) -> Update:
     """Add to ``update`` what a step records in the entity: the processed ``cause`` (its eventId and
-    payload hash) and the ``events`` it produces (replacing the previous step's; none removes them)."""
+    payload hash) and the ``events`` it produces (replacing the previous step's; none removes them).
+    ``held``: what the item holds that its events need not repeat (``compact``)."""
     if cause is not None:
         # The last processed event only: an older one's redelivery finds the entity past the step
         # it asked for (its state says so), so the map need not grow with every step.
         update.set(SEEN_ATTRIBUTE, {cause.event_id: payload_hash(cause)})
     if events:
-        update.set(EVENTS_ATTRIBUTE, [compact(event) for event in events])
+        update.set(EVENTS_ATTRIBUTE, [compact(event, held) for event in events])
     else:
         update.remove(EVENTS_ATTRIBUTE)
     return update
@@ -107,28 +113,103 @@ _SHORT = {
     "claimCheck": "k",
 }
 _LONG = {short: name for name, short in _SHORT.items()}
+# The names an event left out because its item holds them (``held``), space-separated: an id's name,
+# or "c" for the correlation id; with a trailing "#" when the item holds it as the id in its key.
+_HELD = "x"
+_CORRELATION = "correlationId"
+_KEY = "#"
 
 
-def compact(envelope: Envelope) -> str:
+def _plain(value: Any) -> Any:
+    return value.get("S") if isinstance(value, Mapping) else value
+
+
+def held_values(item: Mapping[str, Any], names: Sequence[str]) -> dict[str, str]:
+    """What ``item`` holds of ``names`` (ids, or ``correlationId``), for ``compact``: its attribute of
+    that name, else -- named ``<name>#`` -- the id in its key (``pk`` is ``KIND#<id>``). Plain values
+    or DynamoDB JSON, the same way ``expand`` reads them back."""
+    held: dict[str, str] = {}
+    key = _plain(item.get("pk"))
+    for name in names:
+        value = _plain(item.get(name))
+        if isinstance(value, str):
+            held[name] = value
+        elif isinstance(key, str) and "#" in key:
+            held[name + _KEY] = key.split("#", 1)[1]
+    return held
+
+
+def compact(envelope: Envelope, held: Mapping[str, str] | None = None) -> str:
+    """``envelope`` as the item holds it. The ids (and the correlation id) whose value the item
+    already holds -- ``held``, from ``held_values`` -- are left out and named in ``x``: a payment's
+    operationId, paymentId and orderId would be a sixth of a 1 KB item."""
     document = envelope.to_dict()
     if document.get("eventVersion") == "1.0":
         del document["eventVersion"]
-    return json.dumps({_SHORT[k]: v for k, v in document.items()}, separators=(",", ":"), ensure_ascii=False)
+    left_out: list[str] = []
+
+    def holds(name: str, value: Any) -> str | None:
+        for form in (name, name + _KEY):
+            if (held or {}).get(form) == value:
+                return form
+        return None
+
+    ids = dict(document.get("ids") or {})
+    for name, value in list(ids.items()):
+        form = holds(name, value) if name != _CORRELATION else None
+        if form is not None:
+            del ids[name]
+            left_out.append(form)
+    if ids:
+        document["ids"] = ids
+    else:
+        document.pop("ids", None)
+    form = holds(_CORRELATION, document.get("correlationId"))
+    if form is not None:
+        del document["correlationId"]
+        left_out.append(form.replace(_CORRELATION, "c"))
+    short = {_SHORT[k]: v for k, v in document.items()}
+    if left_out:
+        short[_HELD] = " ".join(left_out)
+    return json.dumps(short, separators=(",", ":"), ensure_ascii=False)
 
 
-def expand(text: str) -> Envelope:
-    """An event as stored by ``compact`` (or a whole envelope's JSON)."""
+def _read_back(item: Mapping[str, Any], form: str) -> str | None:
+    name = form.removesuffix(_KEY)
+    name = _CORRELATION if name == "c" else name
+    if not form.endswith(_KEY):
+        value = _plain(item.get(name))
+        return value if isinstance(value, str) else None
+    key = _plain(item.get("pk"))
+    return key.split("#", 1)[1] if isinstance(key, str) and "#" in key else None
+
+
+def expand(text: str, item: Mapping[str, Any] | None = None) -> Envelope:
+    """An event as stored by ``compact`` (or a whole envelope's JSON), with what it left out read
+    back from the ``item`` it is in (plain values or DynamoDB JSON)."""
     document = json.loads(text)
     if "eventId" in document:
         return Envelope.from_dict(document)
     expanded = {_LONG[k]: v for k, v in document.items() if k in _LONG}
     expanded.setdefault("eventVersion", "1.0")
+    ids: dict[str, Any] = {}
+    for form in str(document.get(_HELD) or "").split():
+        value = _read_back(item or {}, form)
+        name = form.removesuffix(_KEY)
+        if value is None:
+            raise ValueError(f"event {expanded.get('eventId')} leaves {name} to its item, which holds none")
+        if name == "c":
+            expanded["correlationId"] = value
+        else:
+            ids[name] = value
+    if ids:  # the held ids first: they came first in every event that left them out
+        expanded["ids"] = {**ids, **(expanded.get("ids") or {})}
     return Envelope.from_dict(expanded)
 
 
 def events_in(image: Mapping[str, Any] | None) -> list[Envelope]:
     """The events an item holds (plain attribute values, as a read or ALL_OLD returns them)."""
-    return [expand(str(text)) for text in (image or {}).get(EVENTS_ATTRIBUTE) or []]
+    return [expand(str(text), image) for text in (image or {}).get(EVENTS_ATTRIBUTE) or []]
 
 
 def _stream_strings(image: Mapping[str, Any]) -> list[str]:
@@ -143,7 +224,8 @@ def new_events(record: Mapping[str, Any]) -> list[Envelope]:
         return []
     data = record.get("dynamodb") or {}
     old = set(_stream_strings(data.get("OldImage") or {}))
-    return [expand(text) for text in _stream_strings(data.get("NewImage") or {}) if text not in old]
+    image = data.get("NewImage") or {}
+    return [expand(text, image) for text in _stream_strings(image) if text not in old]
 
 
 def settle_write(

@@ -56,6 +56,25 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def short_moment(at: str) -> str:
+    """A ``now_iso`` timestamp as a history entry keeps it: base-36 epoch milliseconds (``mi4d5v6g``,
+    8 characters for 24); ``iso_moment`` reads it back exactly."""
+    number = round(parse_iso(at).timestamp() * 1000)
+    text = ""
+    while True:
+        number, digit = divmod(number, 36)
+        text = _DIGITS[digit] + text
+        if not number:
+            return text
+
+
+def iso_moment(short: str) -> str:
+    return now_iso(datetime.fromtimestamp(int(short, 36) / 1000, UTC))
+
+
 @dataclass(frozen=True)
 class Transition[S: enum.StrEnum]:
     """A legal transition of one entity, planned from the state and version that were read.
