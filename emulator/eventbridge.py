@@ -685,20 +685,29 @@ class SchedulerClock:
                 wait = min(TICK_SECONDS, max(0.0, next_hour - time.monotonic()))
             if self._stop.wait(wait):
                 return
-            now = datetime.now(UTC)
-            if self.real_time_only:
-                self._fire_between(self.real_now, now, real_time_only=True)
-                self.real_now = now
-            if self.replaying(now):
-                if time.monotonic() < next_hour:
-                    continue
-                end = self.virtual_now + timedelta(hours=1)
-            else:
-                end = now
-            self._fire_between(self.virtual_now, end, real_time_only=False)
-            self.virtual_now = end
-            # The next virtual hour starts hour_every after this one has been put, as before.
-            next_hour = time.monotonic() + (self.hour_every or 0.0)
+            try:
+                next_hour = self._tick(next_hour)
+            except Exception:
+                if self._stop.is_set():
+                    return  # the stage is closing: a firing its shutdown cut short is the end, not a fault
+                raise
+
+    def _tick(self, next_hour: float) -> float:
+        """Fire what fell due since the last tick; returns when the next virtual hour starts."""
+        now = datetime.now(UTC)
+        if self.real_time_only:
+            self._fire_between(self.real_now, now, real_time_only=True)
+            self.real_now = now
+        if self.replaying(now):
+            if time.monotonic() < next_hour:
+                return next_hour
+            end = self.virtual_now + timedelta(hours=1)
+        else:
+            end = now
+        self._fire_between(self.virtual_now, end, real_time_only=False)
+        self.virtual_now = end
+        # The next virtual hour starts hour_every after this one has been put, as before.
+        return time.monotonic() + (self.hour_every or 0.0)
 
     def _fire_between(self, start: datetime, end: datetime, *, real_time_only: bool) -> None:
         """Fire the occurrences in ``(start, end]`` of the real-time-only schedules, or of the others."""
@@ -706,6 +715,8 @@ class SchedulerClock:
             if not spec.enabled or (spec.name in self.real_time_only) is not real_time_only:
                 continue
             for moment in occurrences(spec.expression, spec.timezone, start, end) or []:
+                if self._stop.is_set():
+                    return  # closed: fire nothing more into an emulator that is going away
                 firing = self.bridge._fire(spec, moment)
                 self.fired.append(firing)
                 self.log(f"\nschedule {spec.name} fired for {firing.scheduled_time}")

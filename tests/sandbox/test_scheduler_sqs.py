@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -479,3 +480,33 @@ def test_the_real_time_clock_fires_a_sub_hourly_schedule_on_each_occurrence(
 
     moments = [datetime.fromisoformat(f.scheduled_time.replace("Z", "+00:00")) for f in clock.fired]
     assert all(since < m <= datetime.now(UTC) and m.timestamp() % 300 == 0 for m in moments)
+
+
+def test_closing_the_clock_mid_firing_ends_its_thread_quietly_and_fires_nothing_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stage that stops while its clock is putting an event: that call fails (the emulator is going
+    away), which ends the thread without an error, and no later occurrence is fired."""
+    monkeypatch.setattr(eventbridge, "TICK_SECONDS", 0.02)
+    escaped: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+    firing = threading.Event()
+
+    class ClosingBridge(RecordingBridge):
+        calls = 0
+
+        def _fire(self, spec: ScheduleSpec, moment: datetime) -> Firing:
+            ClosingBridge.calls += 1
+            firing.set()
+            clock._stop.wait(5)  # held open until the stage closes
+            raise ConnectionError("the emulator is gone")
+
+    clock = SchedulerClock(
+        cast(EventBridge, ClosingBridge(schedule("hourly", "cron(0 * * * ? *)"))), hour_every=0.01
+    )
+    clock.start()
+    assert firing.wait(5), "the clock never fired"
+    clock.close()
+
+    assert clock._thread is not None and not clock._thread.is_alive()
+    assert escaped == [] and ClosingBridge.calls == 1 and clock.fired == []
