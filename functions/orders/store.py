@@ -127,12 +127,9 @@ def _lines(value: Any) -> tuple[OrderLine, ...]:
 _HELD_IN_EVENTS = ("orderId", "correlationId")
 
 
-def _held_key(order_id: str) -> dict[str, str]:
-    return entity_events.held_values(order_key(order_id), ("orderId",))
-
-
 def _held(order: Order) -> dict[str, str]:
-    """What the order's item holds of its events' ids (the attributes ``create_order`` wrote)."""
+    """What the order's item holds of its events' ids (``entity_events.held_values`` on the attributes
+    ``create_order`` writes, which never change): its creation and every transition use it."""
     item = dict(order_key(order.order_id))
     if order.correlation_id != order.order_id:  # equal, it is read back from the key, kept or not
         item["correlationId"] = order.correlation_id
@@ -256,8 +253,7 @@ class OrderStore(EntityStore):
             "requestSha256": request_sha256,
             entity_events.SEEN_ATTRIBUTE: {},
         }
-        held = entity_events.held_values(item, _HELD_IN_EVENTS)
-        item[entity_events.EVENTS_ATTRIBUTE] = [entity_events.compact(event, held)]
+        item[entity_events.EVENTS_ATTRIBUTE] = [entity_events.compact(event, _held(order))]
         self.apply_one(
             put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=EntityExists)
         )
@@ -274,7 +270,7 @@ class OrderStore(EntityStore):
         """The conditional update that applies ``plan`` (``relay.state_machine.transition_write``) and
         records in the order the ``cause`` it processed and the ``events`` it produces
         (``relay.entity_events.record``, without what the ``order`` read holds already)."""
-        held = _held(order) if order is not None else _held_key(plan.entity_id)
+        held = _held(order) if order is not None else None
         return transition_write(
             self.table_name,
             order_key(plan.entity_id),

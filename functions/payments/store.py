@@ -128,7 +128,7 @@ _HELD_IN_EVENTS = ("operationId", "paymentId", "orderId", "correlationId")
 
 def _held(operation: Operation) -> dict[str, str]:
     """What the operation's item holds of its events' ids (``entity_events.held_values`` on the
-    attributes ``create_operation`` wrote, which never change)."""
+    attributes ``create_operation`` writes, which never change): its accept and every step use it."""
     item: dict[str, Any] = {**operation_key(operation.operation_id), "paymentId": operation.payment_id}
     if operation.order_id:
         item["orderId"] = operation.order_id
@@ -300,8 +300,7 @@ class OperationStore(EntityStore):
         if operation.callback_url:
             item["callbackUrl"] = operation.callback_url
         item.update(_request_to_item(operation.request, item))
-        held = entity_events.held_values(item, _HELD_IN_EVENTS)
-        item[entity_events.EVENTS_ATTRIBUTE] = [entity_events.compact(event, held)]
+        item[entity_events.EVENTS_ATTRIBUTE] = [entity_events.compact(event, _held(operation))]
         self.apply_one(
             put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=EntityExists)
         )

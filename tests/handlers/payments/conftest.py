@@ -56,6 +56,17 @@ def infra(
     reset_all()
 
 
+@pytest.fixture
+def fast_retries(infra: Infrastructure, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backoff and status-check delays of 0 s, so a delayed copy is receivable at once: the pump
+    plays rounds, not wall-clock minutes."""
+    from relay.wiring import reset_all
+
+    monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")
+    monkeypatch.setenv("PAYMENT_CHECK_BASE_DELAY_SECONDS", "0")
+    reset_all()
+
+
 def use_queue(monkeypatch: pytest.MonkeyPatch, infra: Infrastructure, queue: str) -> None:
     """Run as the function consuming ``queue``: its RELAY_QUEUE_URL / RELAY_DLQ_URL (and whatever else
     it sets differently from the other functions), from the template."""

@@ -29,14 +29,9 @@ def test_every_version_of_an_operation_item_is_under_1_kb(
     infra: Infrastructure,
     legacy: LegacyPaymentsFake,
     invoice_api: InvoiceApiFake,
-    monkeypatch: pytest.MonkeyPatch,
+    fast_retries: None,
     order_id: str | None,
 ) -> None:
-    from relay.wiring import reset_all
-
-    monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")
-    monkeypatch.setenv("PAYMENT_CHECK_BASE_DELAY_SECONDS", "0")
-    reset_all()
     # The bench's payment, with payer and payee names 20 characters longer: some headroom is the point.
     request: dict[str, Any] = {
         "paymentId": f"cost-{uuid.uuid4().hex[:10]}",
@@ -78,18 +73,14 @@ def test_an_operation_the_version_before_wrote_whole_is_read_and_completed(
     infra: Infrastructure,
     legacy: LegacyPaymentsFake,
     invoice_api: InvoiceApiFake,
-    monkeypatch: pytest.MonkeyPatch,
+    fast_retries: None,
 ) -> None:
     """Issue 33 item 6: an item written before the item left its repeats out -- the request inline
     whole, its event with every id -- is read, completed and published as before."""
     from relay.claim_check import canonical_bytes
     from relay.entity_events import compact, events_in
     from relay.idempotency import deserialize_item, serialize_item
-    from relay.wiring import reset_all
 
-    monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")
-    monkeypatch.setenv("PAYMENT_CHECK_BASE_DELAY_SECONDS", "0")
-    reset_all()
     request = {
         "paymentId": f"pay-{uuid.uuid4().hex[:8]}",
         "orderId": str(uuid.uuid4()),

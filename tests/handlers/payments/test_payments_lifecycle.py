@@ -79,16 +79,6 @@ def worker_event(infra: Infrastructure, messages: list[dict[str, Any]]) -> dict[
     return lambda_sqs_event(messages, infra.queues["payment-requests"])
 
 
-@pytest.fixture
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Retry and check delays of 0 s, so a delayed copy is receivable at once."""
-    from relay.wiring import reset_all
-
-    monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")
-    monkeypatch.setenv("PAYMENT_CHECK_BASE_DELAY_SECONDS", "0")
-    reset_all()
-
-
 # -------------------------------------------------------------------------------------------------
 # retry budgets in time
 # -------------------------------------------------------------------------------------------------

@@ -6,24 +6,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pytest
-
 from local.fakes.invoice_api import InvoiceApiFake
 from local.fakes.legacy_payments import LegacyPaymentsFake
 from tests.handlers.payments.builders import body_of, payment_request, post_payment
 from tests.handlers.payments.pipeline import Infrastructure, Pump, moto_transactions_without_table_snapshots
 
 OPERATIONS = int(os.environ.get("PAYMENTS_PIPELINE_OPERATIONS", "100"))
-
-
-@pytest.fixture
-def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Backoff and status-check delays of 0 s: the pump plays rounds, not wall-clock minutes."""
-    from relay.wiring import reset_all
-
-    monkeypatch.setenv("RELAY_BACKOFF_BASE_SECONDS", "0")
-    monkeypatch.setenv("PAYMENT_CHECK_BASE_DELAY_SECONDS", "0")
-    reset_all()
 
 
 def test_hundred_operations_with_duplicates_and_a_legacy_outage_all_complete_charged_and_invoiced_once(

@@ -124,18 +124,27 @@ def _plain(value: Any) -> Any:
     return value.get("S") if isinstance(value, Mapping) else value
 
 
+def _read_back(item: Mapping[str, Any], form: str) -> str | None:
+    name = form.removesuffix(_KEY)
+    name = _CORRELATION if name == "c" else name
+    if not form.endswith(_KEY):
+        value = _plain(item.get(name))
+        return value if isinstance(value, str) else None
+    key = _plain(item.get("pk"))
+    return key.split("#", 1)[1] if isinstance(key, str) and "#" in key else None
+
+
 def held_values(item: Mapping[str, Any], names: Sequence[str]) -> dict[str, str]:
     """What ``item`` holds of ``names`` (ids, or ``correlationId``), for ``compact``: its attribute of
     that name, else -- named ``<name>#`` -- the id in its key (``pk`` is ``KIND#<id>``). Plain values
     or DynamoDB JSON, the same way ``expand`` reads them back."""
     held: dict[str, str] = {}
-    key = _plain(item.get("pk"))
     for name in names:
-        value = _plain(item.get(name))
-        if isinstance(value, str):
-            held[name] = value
-        elif isinstance(key, str) and "#" in key:
-            held[name + _KEY] = key.split("#", 1)[1]
+        for form in (name, name + _KEY):
+            value = _read_back(item, form)
+            if value is not None:
+                held[form] = value
+                break
     return held
 
 
@@ -156,7 +165,7 @@ def compact(envelope: Envelope, held: Mapping[str, str] | None = None) -> str:
 
     ids = dict(document.get("ids") or {})
     for name, value in list(ids.items()):
-        form = holds(name, value) if name != _CORRELATION else None
+        form = holds(name, value)
         if form is not None:
             del ids[name]
             left_out.append(form)
@@ -172,16 +181,6 @@ def compact(envelope: Envelope, held: Mapping[str, str] | None = None) -> str:
     if left_out:
         short[_HELD] = " ".join(left_out)
     return json.dumps(short, separators=(",", ":"), ensure_ascii=False)
-
-
-def _read_back(item: Mapping[str, Any], form: str) -> str | None:
-    name = form.removesuffix(_KEY)
-    name = _CORRELATION if name == "c" else name
-    if not form.endswith(_KEY):
-        value = _plain(item.get(name))
-        return value if isinstance(value, str) else None
-    key = _plain(item.get("pk"))
-    return key.split("#", 1)[1] if isinstance(key, str) and "#" in key else None
 
 
 def expand(text: str, item: Mapping[str, Any] | None = None) -> Envelope:
