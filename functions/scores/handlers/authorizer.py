@@ -20,7 +20,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from relay.observability import annotate_correlation_id, trace_handler
+from relay.observability import annotate_correlation_id, inject_lambda_context, trace_handler
 from relay.observability import logger as relay_logger
 from scores.api_key import ApiKey, ApiKeySecretError
 from scores.settings import AUTHORIZER
@@ -47,7 +47,7 @@ def presented_key(event: Mapping[str, Any]) -> str | None:
     return None
 
 
-@logger.inject_lambda_context
+@inject_lambda_context
 @trace_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, bool]:
     key = presented_key(event)

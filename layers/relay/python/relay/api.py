@@ -291,9 +291,9 @@ def lambda_handler(app: Any, *, max_body_bytes: Callable[[], int]) -> LambdaHand
     Content-Type, base64, UTF-8 and JSON limits, each a 4xx."""
     from aws_lambda_powertools.logging import correlation_paths
 
-    from relay.observability import annotate_correlation_id, logger, trace_handler
+    from relay.observability import annotate_correlation_id, inject_lambda_context, trace_handler
 
-    @logger().inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+    @inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
     @trace_handler
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # HTTP API (payload 2.0) lower-cases header names.

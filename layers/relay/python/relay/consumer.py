@@ -592,13 +592,11 @@ def queue_handler[W: AwsClients](
     (``relay.observability``), the function's wiring (checked at cold start), and ``consume`` with
     ``handle(wiring, envelope, ctx)`` per record. The function's module stays one line of domain: which
     function handles a record."""
-    from relay.observability import record_subsegment, trace_handler
+    from relay.observability import inject_lambda_context, record_subsegment, trace_handler
     from relay.settings import SettingsError
     from relay.side_effects import register_lambda_context
 
-    log = logger()
-
-    @log.inject_lambda_context
+    @inject_lambda_context
     @trace_handler
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         wired = wiring()

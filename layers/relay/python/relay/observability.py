@@ -13,6 +13,13 @@ Counters are aggregated per (name, eventType) while a batch is being consumed an
 EMF line each at the end (``metrics_batch``), instead of one log line per record; outside a batch
 they are emitted immediately.
 
+Logs: Powertools JSON, one line per record a handler acts on, with the Lambda context keys that vary
+per invocation (``cold_start``, ``function_request_id``) and the correlation id; the function's name,
+ARN and memory size are left out of each line (``inject_lambda_context``): the log group
+(``/aws/lambda/<function>``) names the function, Logs Insights returns it as ``@log``, and the
+platform's REPORT line has the memory. They were a third of each line's bytes, and CloudWatch bills
+ingestion by the byte (docs/cost.md).
+
 Traces (X-Ray; every function has active tracing): the kernel's entry points run the handler in the
 Tracer's ``## handler`` subsegment (``trace_handler``) and annotate it, or each SQS record's own
 ``## record`` subsegment (``record_subsegment``), with ``correlation_id``, so that
@@ -28,7 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, overload
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -66,6 +73,35 @@ def logger() -> Logger:
 
                 _logger = Logger(service=service_name())
     return _logger
+
+
+# What the log group already says of every line it holds (see the module docstring).
+LOG_GROUP_KEYS = ("function_name", "function_arn", "function_memory_size")
+
+
+type _Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+@overload
+def inject_lambda_context[H: Callable[..., Any]](handler: H) -> H: ...
+@overload
+def inject_lambda_context(handler: None = None, **options: Any) -> _Decorator: ...
+def inject_lambda_context(handler: Any = None, **options: Any) -> Any:
+    """Powertools' ``Logger.inject_lambda_context`` (same options), without ``LOG_GROUP_KEYS`` on each
+    line. Usable bare (``@inject_lambda_context``) or with options."""
+    import functools
+
+    log = logger()
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def lean(event: Any, context: Any, *args: Any, **kwargs: Any) -> Any:
+            log.remove_keys(list(LOG_GROUP_KEYS))
+            return function(event, context, *args, **kwargs)
+
+        return cast(Callable[..., Any], log.inject_lambda_context(lean, **options))
+
+    return decorate(handler) if handler is not None else decorate
 
 
 def metrics() -> Metrics:

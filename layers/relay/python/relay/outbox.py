@@ -446,11 +446,9 @@ def outbox_handler[W: AwsClients](
     The handler's subsegment is annotated with the correlation id its outbox rows share (one request's
     events, the usual batch). An annotation holds one value, so a batch of rows from several requests
     is annotated with none rather than with one of them."""
-    from relay.observability import annotate_correlation_id, logger, trace_handler
+    from relay.observability import annotate_correlation_id, inject_lambda_context, trace_handler
 
-    log = logger()
-
-    @log.inject_lambda_context
+    @inject_lambda_context
     @trace_handler
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # What publish_outbox_batch publishes: outbox INSERTs and the events entity writes added.
