@@ -672,6 +672,30 @@ def _sns(cap: Capacity, requests: Iterable[Mapping[str, Any]], quotas: Mapping[s
             cap.rows.append(
                 Row("SNS", _inside(r["caller"]), "deliveries to SQS/s", float(r["requests"]), None)
             )
+        elif r["service"] == "sns" and r["action"] == "Deliver to Firehose":
+            # SNS puts each message it delivers as one request of one record.
+            stream = f"stream of {_inside(r['caller'])}"
+            cap.rows.append(
+                Row(
+                    "Firehose",
+                    stream,
+                    "PutRecord(Batch) requests/s",
+                    float(r["requests"]),
+                    _aws(quotas, "firehose.direct_put.requests"),
+                    note="one request per message SNS delivers",
+                )
+            )
+        elif r["service"] == "firehose" and r["action"] == "Record bytes":
+            cap.rows.append(
+                Row(
+                    "Firehose",
+                    f"stream of {_inside(r['caller'])}",
+                    "MiB/s",
+                    float(r["billed"]) / 1024**2,
+                    _aws(quotas, "firehose.direct_put.mib"),
+                    note="the records' own bytes (ingestion is priced by 5 KB units)",
+                )
+            )
     if messages:
         note = "messages per operation read off the code (MESSAGES_PER_OPERATION)"
         if bounds:

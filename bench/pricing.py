@@ -46,6 +46,12 @@ def billed_as(service: str, action: str, caller: str) -> tuple[str, str | None]:
     """The breakdown line a metered request goes to, and the ``bench/prices.json`` key it is billed
     under (None: AWS does not charge it)."""
     where = "glue" if caller.startswith("glue:") else "code"
+    if action == "Deliver to Firehose":
+        return "SNS deliveries to Firehose", "sns.delivery.firehose"
+    if service == "firehose":
+        if action == "Record bytes":  # billed by the 5 KB units; counted for the MiB/s quota
+            return "Firehose record bytes (priced as 5 KB units)", None
+        return "Firehose ingestion (5 KB units)", "firehose.ingest_5kb"
     if action == "Deliver to SQS":
         if service == "sns":
             return "SNS deliveries to SQS (free)", "sns.delivery.sqs"

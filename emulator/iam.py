@@ -36,7 +36,7 @@ class PolicyError(ValueError):
     """A policy document the sandbox cannot evaluate faithfully."""
 
 
-def _as_list(value: Any) -> list[Any]:
+def as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return list(value) if isinstance(value, list | tuple) else [value]
@@ -135,7 +135,7 @@ class Condition:
                 f"condition operator {operator} is not evaluated by the sandbox; extend emulator/iam.py "
                 "before using it, or the sandbox would allow or deny what AWS would not"
             )
-        return Condition(operator, key, tuple(_scalar(v) for v in _as_list(values)))
+        return Condition(operator, key, tuple(_scalar(v) for v in as_list(values)))
 
     def holds(self, context: dict[str, list[str]]) -> bool:
         set_prefix, _, operator = self.operator.rpartition(":")
@@ -196,7 +196,7 @@ class Statement:
                 principals = (("AWS", "*"),)
             elif isinstance(principal, dict):
                 principals = tuple(
-                    (kind, str(value)) for kind, values in principal.items() for value in _as_list(values)
+                    (kind, str(value)) for kind, values in principal.items() for value in as_list(values)
                 )
             else:
                 raise PolicyError(f"{source}: a resource policy statement needs a Principal")
@@ -208,10 +208,10 @@ class Statement:
         sid = raw.get("Sid")
         return Statement(
             effect=effect,
-            actions=tuple(str(a) for a in _as_list(raw.get("Action"))),
-            not_actions=tuple(str(a) for a in _as_list(raw.get("NotAction"))),
-            resources=tuple(str(r) for r in _as_list(raw.get("Resource", "*" if resource_policy else None))),
-            not_resources=tuple(str(r) for r in _as_list(raw.get("NotResource"))),
+            actions=tuple(str(a) for a in as_list(raw.get("Action"))),
+            not_actions=tuple(str(a) for a in as_list(raw.get("NotAction"))),
+            resources=tuple(str(r) for r in as_list(raw.get("Resource", "*" if resource_policy else None))),
+            not_resources=tuple(str(r) for r in as_list(raw.get("NotResource"))),
             principals=principals,
             conditions=conditions,
             source=f"{source}#{sid}" if sid else source,
@@ -249,7 +249,7 @@ class Statement:
 def parse_policy(document: dict[str, Any], source: str, *, resource_policy: bool = False) -> list[Statement]:
     return [
         Statement.parse(raw, f"{source}[{i}]", resource_policy=resource_policy)
-        for i, raw in enumerate(_as_list(document.get("Statement")))
+        for i, raw in enumerate(as_list(document.get("Statement")))
     ]
 
 

@@ -67,6 +67,9 @@ class _State:
     functions: dict[str, _Function] = field(default_factory=dict)  # access key -> function
     resource_policies: dict[str, list[Statement]] = field(default_factory=dict)  # ARN -> statements
     enforced_queues: frozenset[str] = frozenset()  # queue ARNs whose policy SNS deliveries must pass
+    # role ARN -> (its policies, the services its trust policy lets assume it): SNS's Firehose
+    # subscription role, a Firehose stream's role
+    service_roles: dict[str, tuple[Principal, frozenset[str]]] = field(default_factory=dict)
     denials: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -99,6 +102,16 @@ def load_model(model: dict[str, Any]) -> _State:
             s for p in policies for s in parse_policy(p["document"], p["name"], resource_policy=True)
         ]
     state.enforced_queues = frozenset(model.get("queues", []))
+    for entry in model.get("serviceRoles", []):
+        role_name = entry["role"].rsplit("/", 1)[-1]
+        caller = Caller(
+            name=role_name,
+            arn=f"arn:aws:sts::{state.account}:assumed-role/{role_name}/service",
+            account=state.account,
+            role_arn=entry["role"],
+        )
+        statements = [s for p in entry["policies"] for s in parse_policy(p["document"], p["name"])]
+        state.service_roles[entry["role"]] = (Principal(caller, statements), frozenset(entry["services"]))
     return state
 
 
@@ -529,12 +542,40 @@ def service_may(state: _State, service: str, source_arn: str, action: str, resou
     return decision.allowed
 
 
+def service_role_may(service: str, role_arn: str, source_arn: str, action: str, resource: str) -> bool:
+    """May ``service`` (SNS delivering for a topic, Firehose writing for a stream), acting as the role
+    ``role_arn`` it was given, do ``action`` on ``resource``? The role's trust policy must name the
+    service, and its policies (with the resource's policy) must allow the action; a denial is recorded.
+    Roles the model does not know (made outside the templates) are not restricted."""
+    state = STATE
+    entry = state.service_roles.get(role_arn)
+    if not state.loaded or entry is None:
+        return True
+    principal, services = entry
+    check = Check(action, resource, f"{service} for {source_arn}")
+    caller = principal.caller
+    who = f"{service} as {role_arn.rsplit('/', 1)[-1]} ({source_arn.rsplit(':', 1)[-1]})"
+    if service not in services:
+        decision = Decision(False, reason=f"because the role's trust policy does not let {service} assume it")
+    else:
+        context = _context(
+            caller, state.region, {"aws:SourceArn": source_arn, "aws:SourceAccount": state.account}
+        )
+        decision = decide(principal, caller, action, resource, context, _resource_policy(state, resource))
+    if not decision.allowed:
+        _record_denial(state, who, check, decision, f"{who} cannot {action} on {resource}: {decision.reason}")
+    return decision.allowed
+
+
 def install() -> Callable[[], None]:
     """Enforce IAM in this moto server process (a no-op until the sandbox PUTs a model); returns a
     function that removes the enforcement (tests run a moto server in their own process)."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
     from moto.sns.models import Subscription
 
+    from emulator.patches import firehose_delivery
+
+    firehose_delivery.ROLE_CHECK = service_role_may
     originals = (DomainDispatcherApplication.__call__, Subscription.publish)
     DomainDispatcherApplication.__call__ = _handle(originals[0])  # type: ignore[method-assign]
     Subscription.publish = _guard_sns_delivery(originals[1])  # type: ignore[method-assign]
@@ -543,6 +584,7 @@ def install() -> Callable[[], None]:
         global STATE
         DomainDispatcherApplication.__call__ = originals[0]  # type: ignore[method-assign]
         Subscription.publish = originals[1]  # type: ignore[method-assign]
+        firehose_delivery.ROLE_CHECK = None
         STATE = _State()
 
     return remove

@@ -19,6 +19,7 @@ and which package versions it patches (`PATCHES`). The patches keep the numbers 
 11. client_request_token   TransactWriteItems' ClientRequestToken honoured
 12. partition_query        a table Query reads its partition alone
 13. update_asts            update expressions validated without a deep copy of the parsed tree
+14. firehose_delivery      SNS delivers to Firehose subscriptions; Firehose writes S3 objects as AWS does
 
 They replace internals of moto 5.2.5 and werkzeug 3.1.9, which change between releases without notice:
 `PATCHED_VERSIONS` names them, requirements-sandbox.txt pins them, and `check_patched_versions` refuses
@@ -37,6 +38,7 @@ from emulator.patches import (
     client_request_token,
     dynamodb_lock,
     dynamodb_transactions,
+    firehose_delivery,
     json_results,
     keep_alive,
     message_move_tasks,
@@ -64,6 +66,7 @@ PATCH_MODULES: tuple[ModuleType, ...] = (
     message_move_tasks,
     routing,
     sns_signing_cert,
+    firehose_delivery,
     json_results,
     sqs_queue_attributes,
     backend_lookup,

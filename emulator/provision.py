@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from emulator.cloudformation import StackDescription, StackOutput
-from emulator.iam import access_key_for
+from emulator.iam import access_key_for, as_list
 from emulator.server import ACCOUNT_ID, REGION, client
 from emulator.templates import Physical, Resolver, Stack, Unresolved, asset_dir
 
@@ -38,6 +38,7 @@ SKIPPED_TYPES: dict[str, str] = {
     ),
     "AWS::KMS::Alias": "encryption at rest is not emulated",
     "AWS::Logs::LogGroup": "function logs go to .sandbox/logs/<function>.log instead",
+    "AWS::Logs::LogStream": "function logs go to .sandbox/logs/<function>.log instead",
     "AWS::CloudWatch::Alarm": "no metrics are emitted to the emulator, so alarms could never fire",
     "AWS::CloudWatch::Dashboard": "no metrics are emitted to the emulator",
     "AWS::ApiGatewayV2::Stage": (
@@ -238,6 +239,9 @@ class IamModel:
     # caller -> role ARN: every function, and every schedule ("schedule <name>": its execution role)
     caller_roles: dict[str, str] = field(default_factory=dict)
     queues: list[str] = field(default_factory=list)  # queue ARNs (SNS deliveries to them are checked)
+    # role name -> the AWS services its trust policy lets assume it (SNS for a Firehose subscription,
+    # Firehose for its S3 destination): those services' calls as the role are checked against its policies
+    service_trust: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The model for the emulator: each caller with the access key it signs with and its policies."""
@@ -257,6 +261,11 @@ class IamModel:
             "functions": callers,
             "resourcePolicies": self.resource_policies,
             "queues": self.queues,
+            "serviceRoles": [
+                {"role": self.roles[name], "services": services, "policies": self.role_policies.get(name, [])}
+                for name, services in sorted(self.service_trust.items())
+                if name in self.roles
+            ],
         }
 
 
@@ -335,6 +344,7 @@ class Provisioner:
         self.events = make("events")
         self.secretsmanager = make("secretsmanager")
         self.scheduler = make("scheduler")
+        self.firehose = make("firehose")
         self.topology = Topology()
         self.exports: dict[str, Any] = {}
         self.layers: dict[str, Path | None] = {}  # layer version arn -> python dir (None: unusable)
@@ -421,6 +431,7 @@ class Provisioner:
             "AWS::SNS::Subscription": self._subscription,
             "AWS::DynamoDB::Table": self._table,
             "AWS::S3::Bucket": self._bucket,
+            "AWS::KinesisFirehose::DeliveryStream": self._delivery_stream,
             "AWS::Events::EventBus": self._event_bus,
             "AWS::Lambda::LayerVersion": self._layer,
             "AWS::Lambda::Function": self._function,
@@ -495,6 +506,15 @@ class Provisioner:
         arn = f"arn:aws:iam::{ACCOUNT_ID}:role{props.get('Path', '/')}{name}"
         iam = self.topology.iam
         iam.roles[name] = arn
+        services = sorted(
+            str(service)
+            for statement in (props.get("AssumeRolePolicyDocument") or {}).get("Statement", [])
+            if statement.get("Effect") == "Allow"
+            for service in as_list((statement.get("Principal") or {}).get("Service"))
+            if str(service) != "lambda.amazonaws.com"
+        )
+        if services:
+            iam.service_trust[name] = services
         policies = iam.role_policies.setdefault(name, [])
         for policy in props.get("Policies", []):
             policies.append({"name": f"{stack.name}/{logical_id}/{policy['PolicyName']}",
@@ -545,6 +565,8 @@ class Provisioner:
 
     def _subscription(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
         attributes: dict[str, str] = {}
+        if "SubscriptionRoleArn" in props:
+            attributes["SubscriptionRoleArn"] = str(props["SubscriptionRoleArn"])
         for key in ("FilterPolicy", "RedrivePolicy", "DeliveryPolicy"):
             if key in props:
                 attributes[key] = json.dumps(props[key])
@@ -624,6 +646,31 @@ class Provisioner:
                 "RegionalDomainName": f"{name}.s3.{REGION}.amazonaws.com",
             },
         )
+
+    def _delivery_stream(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        """A Direct PUT stream to S3 (the only kind Relay makes); emulator.patches.firehose_delivery
+        writes its records as Firehose does, as its role."""
+        name = props.get("DeliveryStreamName") or _generated_name(stack.name, logical_id, 64)
+        s3_destination = "ExtendedS3DestinationConfiguration"
+        if props.get("DeliveryStreamType", "DirectPut") != "DirectPut" or s3_destination not in props:
+            raise Unresolved(f"delivery stream {name}: only a Direct PUT stream to S3 is emulated")
+        s3 = props[s3_destination]
+        keys = (
+            "RoleARN",
+            "BucketARN",
+            "Prefix",
+            "ErrorOutputPrefix",
+            "BufferingHints",
+            "CompressionFormat",
+            "ProcessingConfiguration",
+        )
+        self.firehose.create_delivery_stream(
+            DeliveryStreamName=name,
+            DeliveryStreamType="DirectPut",
+            ExtendedS3DestinationConfiguration={k: s3[k] for k in keys if k in s3},
+        )
+        arn = f"arn:aws:firehose:{REGION}:{ACCOUNT_ID}:deliverystream/{name}"
+        return Physical(ref=name, attrs={"Arn": arn})
 
     def _event_bus(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
         name = props["Name"]

@@ -1,4 +1,15 @@
-"""Analytics: every order event as one S3 object, written once per eventId.
+"""Analytics: the archive of every order event in S3, and how it is read.
+
+Two layouts share the bucket's ``events/dt=YYYY-MM-DD/`` prefix, both JSON Lines (one envelope a line),
+so one Athena table over ``events/`` reads them both:
+- **today's**: SNS delivers every event (raw) to the Firehose stream ``<stage>-orders-analytics``, which
+  buffers them into objects ``events/dt=<arrival day>/<stream>-1-<time>-<uuid>``, one line each
+  (infra/constructs/archive_stream.py). Delivery is at least once, so an event may be in two objects;
+  ``read_archive`` keeps one copy per eventId and reports copies whose payloads differ;
+- **the earlier one**, below: one object per event, written by the analytics consumer. The consumer
+  stays, unsubscribed, to drain what its queue held at the deploy; its objects stay readable.
+
+The earlier layout: every order event as one S3 object, written once per eventId.
 
 Key: ``events/dt={YYYY-MM-DD}/{eventType}/{eventId}.json`` (the date of ``occurredAt``, UTC) -- a
 Hive-style partition a daily export (Athena, Glue, a plain ``aws s3 sync``) reads one day at a time.
@@ -17,6 +28,8 @@ from __future__ import annotations
 
 import enum
 import re
+from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC
 from typing import TYPE_CHECKING
 
@@ -94,3 +107,39 @@ def _compare(envelope: Envelope, *, s3_client: S3Client, bucket: str, key: str, 
         f"(sha256 {stored[:12] or 'unknown'}… stored, {digest[:12]}… received); not overwritten. "
         "Investigate the producer."
     )
+
+
+@dataclass(frozen=True)
+class ArchiveRead:
+    """The archive as a reader sees it once duplicates are dropped."""
+
+    events: dict[str, Envelope]  # eventId -> its first copy (in key order)
+    copies: Counter[str]  # eventId -> how many copies were found (at-least-once delivery: may be > 1)
+    conflicts: dict[str, set[str]]  # eventId -> its payloads' sha256, where copies differ (investigate)
+    unreadable: list[str]  # "key:line" of lines that are not an event envelope
+
+
+def read_archive(s3_client: S3Client, bucket: str, *, prefix: str = PREFIX + "/") -> ArchiveRead:
+    """Every event archived under ``prefix``, in either layout, one copy per eventId. Fine for a check or
+    a day's export; a query engine over the bucket does the same with ``row_number() over (partition by
+    eventId)``."""
+    events: dict[str, Envelope] = {}
+    digests: dict[str, set[str]] = {}
+    copies: Counter[str] = Counter()
+    unreadable: list[str] = []
+    for page in s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for entry in page.get("Contents", []):
+            body = s3_client.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read()
+            for number, line in enumerate(body.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    envelope = Envelope.from_json(line)
+                except InvalidInput:
+                    unreadable.append(f"{entry['Key']}:{number}")
+                    continue
+                copies[envelope.event_id] += 1
+                events.setdefault(envelope.event_id, envelope)
+                digests.setdefault(envelope.event_id, set()).add(canonical_payload_sha256(envelope))
+    conflicts = {event_id: found for event_id, found in digests.items() if len(found) > 1}
+    return ArchiveRead(events=events, copies=copies, conflicts=conflicts, unreadable=unreadable)

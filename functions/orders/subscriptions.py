@@ -11,7 +11,8 @@ Filter policies match the ``eventType`` MESSAGE ATTRIBUTE that the kernel's outb
 * inventory     -- OrderCreated reserves stock, OrderCancelled releases it;
 * notifications -- what a customer hears about: created, paid, rejected (a cancellation is the
   customer's own action, answered synchronously by the API);
-* analytics     -- every event, no filter, RAW delivery (the SQS body is the envelope itself);
+* analytics     -- every event, no filter, RAW delivery to the analytics Firehose stream (each record
+  is the envelope itself; see ``orders.archive``);
 * paid-orders   -- subscribed to payments' ``payment-events``: PaymentCompleted only;
 * failed-payments -- subscribed to payments' ``payment-events``: PaymentFailed and OperationCancelled
   (the payment failed, or its client cancelled it: the order is cancelled, which releases its stock).
@@ -46,7 +47,7 @@ INVENTORY_FILTER: Final[dict[str, list[str]]] = {"eventType": [ORDER_CREATED, OR
 NOTIFICATIONS_FILTER: Final[dict[str, list[str]]] = {"eventType": [ORDER_CREATED, ORDER_PAID, ORDER_REJECTED]}
 PAID_ORDERS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_COMPLETED]}
 FAILED_PAYMENTS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_FAILED, PAYMENT_CANCELLED]}
-# Analytics takes every event: no filter policy, raw message delivery.
+# Analytics takes every event: no filter policy, raw message delivery (to its Firehose stream).
 ANALYTICS_RAW_DELIVERY: Final = True
 
 # The app's event bus (core stack): what orders put there, and the rules that route it.

@@ -5,6 +5,9 @@ Defaults it owns (each has one infra test named after it):
   SQS subscribers need no key grants) and a topic policy that refuses publishing without TLS;
 - `subscribe(queue, filter_policy=..., raw_delivery=...)` adds the SQS queue policy statement allowing
   `sns.amazonaws.com` to send only when `aws:SourceArn` is this topic, so no other topic can inject;
+- `archive_to(stream)` subscribes an Amazon Data Firehose stream (no filter: every event),
+  with a role of its own that only SNS may assume and that may only put records into that stream (and
+  describe it);
 - a subscription DLQ per topic: messages SNS could not deliver (queue deleted, policy broken) are kept
   for the stage's DLQ retention instead of being dropped after SNS's retries (`dead_letter_queues`, for
   `ServiceMonitoring` to alarm on).
@@ -14,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesisfirehose as firehose
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
@@ -96,3 +101,24 @@ class FanoutTopic(Construct):
                 dead_letter_queue=self.undeliverable,
             )
         )
+
+    def archive_to(self, stream: firehose.IDeliveryStream, *, raw_delivery: bool = True) -> None:
+        """Every event into ``stream`` (raw delivery: the message body alone, one record each); what SNS
+        could not deliver after its retries goes to the topic's subscription DLQ, as for the queues."""
+        role = iam.Role(
+            self,
+            "ArchiveRole",
+            assumed_by=iam.ServicePrincipal(
+                "sns.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            ),
+            description=f"SNS {self.name}: puts each message into its archive stream, nothing else",
+        )
+        # FirehoseSubscription grants the role the subscription role's documented actions on this
+        # stream alone (https://docs.aws.amazon.com/sns/latest/dg/prereqs-kinesis-data-firehose.html).
+        subscription = self.topic.add_subscription(
+            subs.FirehoseSubscription(
+                stream, raw_message_delivery=raw_delivery, dead_letter_queue=self.undeliverable, role=role
+            )
+        )
+        subscription.node.add_dependency(role)  # its policy first: SNS puts as the role from the start

@@ -3,7 +3,8 @@
 POST /orders → ONE transaction {order CREATED, outbox OrderCreated} → stream → outbox publisher →
 SNS order-events ─┬→ inventory queue      (OrderCreated, OrderCancelled: reserve/release stock once)
                   ├→ notification queue   (OrderCreated, OrderPaid, OrderRejected: webhook once)
-                  └→ analytics queue      (every event, raw delivery: one S3 object per eventId)
+                  └→ analytics stream     (every event, raw delivery: Amazon Data Firehose → JSON Lines
+                                           in the analytics bucket, deduplicated by eventId when read)
 payments' payment-events ─┬→ paid-orders queue     (PaymentCompleted: order PAID once + OrderPaid)
                           └→ failed-payments queue (PaymentFailed: order CANCELLED once + OrderCancelled,
                                                     which releases its stock)
@@ -39,10 +40,11 @@ from orders.subscriptions import (
 )
 
 from infra.config import StageConfig
+from infra.constructs.archive_stream import ArchiveStream
 from infra.constructs.buckets import PrivateBucket
 from infra.constructs.bus_rule import BusRule
 from infra.constructs.fanout_topic import FanoutTopic, allowlist_filter
-from infra.constructs.function import RelayFunction
+from infra.constructs.function import RelayFunction, log_retention
 from infra.constructs.monitoring import KernelMetric, ServiceMonitoring
 from infra.constructs.outbox_publisher import OutboxPublisher
 from infra.constructs.outputs import api_url_output, work_queues_output
@@ -112,9 +114,20 @@ class OrdersStack(RelayStack):
         shipping_q = queue("ShippingQueue", "shipping")
         topic.subscribe(inventory_q, filter_policy=allowlist_filter(INVENTORY_FILTER))
         topic.subscribe(notify_q, filter_policy=allowlist_filter(NOTIFICATIONS_FILTER))
-        # Raw delivery: analytics stores the envelope as it is, one object per eventId; no SNS wrapper
-        # to strip, and the body is what a daily export reads.
-        topic.subscribe(analytics_q, raw_delivery=ANALYTICS_RAW_DELIVERY)
+        # Analytics: every event, as published, buffered by Firehose into the archive bucket (docs/cost.md:
+        # an S3 PUT per event was a quarter of an order's cost). The analytics queue and its writer stay,
+        # unsubscribed, to drain what the earlier layout left in them; a later release removes them.
+        self.archive_stream = ArchiveStream(
+            self,
+            "AnalyticsStream",
+            name="analytics",
+            naming=naming,
+            bucket=analytics_bucket,
+            prefix=ANALYTICS_PREFIX,
+            log_retention=log_retention(config.consumers.log_retention_days),
+            removal_policy=keep,
+        )
+        topic.archive_to(self.archive_stream.stream, raw_delivery=ANALYTICS_RAW_DELIVERY)
         payment_events.subscribe(paid_q, filter_policy=allowlist_filter(PAID_ORDERS_FILTER))
         payment_events.subscribe(failed_q, filter_policy=allowlist_filter(FAILED_PAYMENTS_FILTER))
         self.topic = topic

@@ -36,18 +36,83 @@ def _subscription(template, queue_path):
     return sub
 
 
-def test_order_events_fan_out_to_three_queues_with_their_filters(orders):
+def _archive_subscription(template):
+    (found,) = [r for r in _of(template, "AWS::SNS::Subscription").values() if r["Protocol"] == "firehose"]
+    return found
+
+
+def test_order_events_fan_out_to_two_queues_with_their_filters_and_every_event_to_the_archive(orders):
     topic = {"Ref": _id(orders, "OrderEvents/Topic/Resource")}
     inventory = _subscription(orders, "InventoryQueue/Queue/Resource")
     notifications = _subscription(orders, "NotificationQueue/Queue/Resource")
-    analytics = _subscription(orders, "AnalyticsQueue/Queue/Resource")
+    analytics = _archive_subscription(orders)
     for sub in (inventory, notifications, analytics):
         assert sub["TopicArn"] == topic
     assert inventory["FilterPolicy"] == {"eventType": ["OrderCreated", "OrderCancelled"]}
     assert notifications["FilterPolicy"] == {"eventType": ["OrderCreated", "OrderPaid", "OrderRejected"]}
     assert "FilterPolicy" not in analytics
     assert analytics["RawMessageDelivery"] is True
+    assert analytics["Endpoint"] == {"Fn::GetAtt": [_id(orders, "AnalyticsStream/Stream"), "Arn"]}
+    assert (
+        analytics["RedrivePolicy"]["deadLetterTargetArn"] == inventory["RedrivePolicy"]["deadLetterTargetArn"]
+    )
     assert not inventory.get("RawMessageDelivery") and not notifications.get("RawMessageDelivery")
+
+
+def test_the_analytics_queue_is_kept_but_no_longer_subscribed(orders):
+    # Its writer drains what the earlier subscription delivered; the queue is not replaced or deleted.
+    queue = {"Fn::GetAtt": [_id(orders, "AnalyticsQueue/Queue/Resource"), "Arn"]}
+    endpoints = [r["Endpoint"] for r in _of(orders, "AWS::SNS::Subscription").values()]
+    assert queue not in endpoints
+    assert _id(orders, "AnalyticsQueue/Queue/Resource") == "AnalyticsQueue2F2FA052"
+
+
+def test_the_archive_stream_writes_json_lines_under_events_encrypted_as_its_own_role(orders):
+    (stream,) = _of(orders, "AWS::KinesisFirehose::DeliveryStream").values()
+    props = stream
+    assert props["DeliveryStreamType"] == "DirectPut"
+    assert props["DeliveryStreamEncryptionConfigurationInput"] == {"KeyType": "AWS_OWNED_CMK"}
+    s3 = props["ExtendedS3DestinationConfiguration"]
+    assert s3["BucketARN"] == {"Fn::GetAtt": [_id(orders, "Analytics/Bucket/Resource"), "Arn"]}
+    assert s3["Prefix"] == "events/dt=!{timestamp:yyyy-MM-dd}/"
+    assert s3["ErrorOutputPrefix"].startswith("errors/!{firehose:error-output-type}/")
+    assert s3["ProcessingConfiguration"]["Processors"] == [{"Type": "AppendDelimiterToRecord"}]
+    assert s3["CloudWatchLoggingOptions"]["Enabled"] is True
+    role = s3["RoleARN"]["Fn::GetAtt"][0]
+    (policy,) = [
+        p["PolicyDocument"]["Statement"]
+        for p in _of(orders, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Roles"]
+    ]
+    actions = {a for statement in policy for a in statement["Action"]}
+    assert not any(a.startswith("s3:Delete") for a in actions) and "s3:PutObject" in actions
+    trust = _of(orders, "AWS::IAM::Role")[role]["AssumeRolePolicyDocument"]["Statement"]
+    assert [t["Principal"] for t in trust] == [{"Service": "firehose.amazonaws.com"}]
+
+
+def test_sns_archives_as_a_role_that_may_only_put_records_into_the_stream(orders):
+    analytics = _archive_subscription(orders)
+    role = analytics["SubscriptionRoleArn"]["Fn::GetAtt"][0]
+    trust = _of(orders, "AWS::IAM::Role")[role]["AssumeRolePolicyDocument"]["Statement"]
+    assert [t["Principal"] for t in trust] == [{"Service": "sns.amazonaws.com"}]
+    (policy,) = [
+        p["PolicyDocument"]["Statement"]
+        for p in _of(orders, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Roles"]
+    ]
+    assert policy == [
+        {
+            "Action": [
+                "firehose:DescribeDeliveryStream",
+                "firehose:ListDeliveryStreams",
+                "firehose:ListTagsForDeliveryStream",
+                "firehose:PutRecord",
+                "firehose:PutRecordBatch",
+            ],
+            "Effect": "Allow",
+            "Resource": {"Fn::GetAtt": [_id(orders, "AnalyticsStream/Stream"), "Arn"]},
+        }
+    ]
 
 
 def test_paid_orders_queue_subscribes_to_payment_events_for_payment_completed_only(orders):
@@ -57,9 +122,7 @@ def test_paid_orders_queue_subscribes_to_payment_events_for_payment_completed_on
     assert "Fn::ImportValue" in sub["TopicArn"] and "PaymentEvents" in str(sub["TopicArn"])
 
 
-@pytest.mark.parametrize(
-    "queue", ["InventoryQueue", "NotificationQueue", "AnalyticsQueue", "PaidOrdersQueue"]
-)
+@pytest.mark.parametrize("queue", ["InventoryQueue", "NotificationQueue", "PaidOrdersQueue"])
 def test_each_subscribed_queue_admits_sns_only_from_its_topic(orders, queue):
     queue_id = _id(orders, f"{queue}/Queue/Resource")
     sub = _subscription(orders, f"{queue}/Queue/Resource")
@@ -107,8 +170,7 @@ def test_the_handlers_filter_constants_match_the_stack(orders):
         _subscription(orders, "PaidOrdersQueue/Queue/Resource")["FilterPolicy"]
         == subscriptions.PAID_ORDERS_FILTER
     )
-    analytics = _subscription(orders, "AnalyticsQueue/Queue/Resource")
-    assert analytics["RawMessageDelivery"] is subscriptions.ANALYTICS_RAW_DELIVERY
+    assert _archive_subscription(orders)["RawMessageDelivery"] is subscriptions.ANALYTICS_RAW_DELIVERY
 
 
 def test_the_orders_stack_declares_no_filter_of_its_own():

@@ -453,3 +453,98 @@ def test_a_request_whose_body_did_not_arrive_is_a_retryable_500_not_an_iam_denia
     assert error_type in text
     after = len(json.loads(urllib.request.urlopen(f"{emulator}/_relay/iam/denials").read()))
     assert after == before  # not an IAM question: nothing recorded as denied
+
+
+# -- services acting as a role they were given (SNS's Firehose subscription role, a stream's role) -----
+
+
+def _service_role_model(statements: list[dict[str, Any]], services: list[str]) -> dict[str, Any]:
+    return {
+        "account": ACCOUNT_ID,
+        "region": REGION,
+        "functions": [
+            {"function": "worker", "accessKeyId": "ASIAWORKER", "role": ROLE, "policies": []},
+        ],
+        "resourcePolicies": {},
+        "queues": [],
+        "serviceRoles": [
+            {
+                "role": f"arn:aws:iam::{ACCOUNT_ID}:role/archive",
+                "services": services,
+                "policies": [{"name": "archive/DefaultPolicy", "document": {"Statement": statements}}],
+            }
+        ],
+    }
+
+
+def test_a_service_acts_as_its_role_only_if_the_role_trusts_it_and_allows_the_action(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stream = f"arn:aws:firehose:{REGION}:{ACCOUNT_ID}:deliverystream/analytics"
+    role = f"arn:aws:iam::{ACCOUNT_ID}:role/archive"
+    topic = f"arn:aws:sns:{REGION}:{ACCOUNT_ID}:order-events"
+    put_record = {"Effect": "Allow", "Action": ["firehose:PutRecord"], "Resource": stream}
+    monkeypatch.setattr(
+        iam_enforcer,
+        "STATE",
+        iam_enforcer.load_model(_service_role_model([put_record], ["sns.amazonaws.com"])),
+    )
+    may = iam_enforcer.service_role_may
+    assert may("sns.amazonaws.com", role, topic, "firehose:PutRecord", stream)
+    # SNS writes with PutRecordBatch too: a role granting PutRecord alone is refused it.
+    assert not may("sns.amazonaws.com", role, topic, "firehose:PutRecordBatch", stream)
+    # The trust policy names SNS, not Firehose.
+    assert not may("firehose.amazonaws.com", role, stream, "firehose:PutRecord", stream)
+    # A role the templates did not make is not restricted.
+    assert may(
+        "sns.amazonaws.com", f"arn:aws:iam::{ACCOUNT_ID}:role/elsewhere", topic, "firehose:PutRecord", stream
+    )
+    reasons = [(d["action"], d["reason"]) for d in iam_enforcer.STATE.denials]
+    assert reasons == [
+        (
+            "firehose:PutRecordBatch",
+            "because no identity-based policy allows the firehose:PutRecordBatch action",
+        ),
+        (
+            "firehose:PutRecord",
+            "because the role's trust policy does not let firehose.amazonaws.com assume it",
+        ),
+    ]
+    assert iam_enforcer.STATE.denials[0]["function"] == "sns.amazonaws.com as archive (order-events)"
+
+
+def test_the_orders_stack_gives_sns_and_firehose_roles_they_may_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model the sandbox enforces holds the two service roles of the analytics archive, each trusted
+    by its service alone; with it loaded, SNS may put into the stream and Firehose may write under
+    events/ and errors/ of the bucket, and neither may do the other's part."""
+    from tests.handlers.stack_world import plan
+
+    model = plan("orders").topology.iam.to_json()
+    by_service = {tuple(r["services"]): r for r in model["serviceRoles"]}
+    sns_role, firehose_role = by_service[("sns.amazonaws.com",)], by_service[("firehose.amazonaws.com",)]
+    (stream,) = {s["Resource"] for p in sns_role["policies"] for s in p["document"]["Statement"]}
+    bucket = next(
+        r.split("/", 1)[0]
+        for p in firehose_role["policies"]
+        for s in p["document"]["Statement"]
+        for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+        if r.startswith("arn:aws:s3:::") and r.endswith("/events/*")
+    )
+    monkeypatch.setattr(iam_enforcer, "STATE", iam_enforcer.load_model(model))
+    may = iam_enforcer.service_role_may
+    topic = f"arn:aws:sns:{REGION}:{ACCOUNT_ID}:order-events"
+    for action in ("firehose:PutRecord", "firehose:PutRecordBatch"):
+        assert may("sns.amazonaws.com", sns_role["role"], topic, action, stream)
+    assert may(
+        "firehose.amazonaws.com", firehose_role["role"], stream, "s3:PutObject", f"{bucket}/events/dt=x/o"
+    )
+    assert may(
+        "firehose.amazonaws.com", firehose_role["role"], stream, "s3:PutObject", f"{bucket}/errors/x/o"
+    )
+    assert not may(
+        "firehose.amazonaws.com", firehose_role["role"], stream, "s3:DeleteObject", f"{bucket}/events/o"
+    )
+    assert not may(
+        "firehose.amazonaws.com", firehose_role["role"], stream, "s3:PutObject", f"{bucket}/other/o"
+    )
+    assert not may("firehose.amazonaws.com", sns_role["role"], stream, "firehose:PutRecord", stream)

@@ -193,6 +193,26 @@ def test_messages_requests_and_in_flight_messages() -> None:
     assert row(cap, "account (every API)", "requests/s").utilisation(1000) == pytest.approx(0.2)
 
 
+def test_sns_deliveries_to_a_firehose_stream_count_against_its_direct_put_quotas() -> None:
+    topic = "glue:sns (relay-test-orders-order-events)"
+    cap = run(
+        1000,
+        flow=payments_flow(
+            metered(topic, "sns", "Deliver to Firehose", 2, 2),
+            metered(topic, "firehose", "Ingest (5 KB units)", 2, 2),
+            metered(topic, "firehose", "Record bytes", 2, 1300),
+        ),
+    )
+    # One request per message delivered: 2 an operation reach the stream's 2,000 requests/s at 1,000/s.
+    requests = row(cap, "stream of orders-order-events", "PutRecord(Batch) requests/s")
+    assert requests.binds_at() == pytest.approx(1000)
+    assert requests.limit is not None and requests.limit.name == "firehose.direct_put.requests"
+    # The records' own bytes, not the 5 KB units they are priced by: 1,300 B an operation is 5 MiB/s
+    # at about 4,033 operations/s.
+    mib = row(cap, "stream of orders-order-events", "MiB/s")
+    assert mib.binds_at() == pytest.approx(5 * 1024**2 / 1300)
+
+
 def test_the_first_limit_to_bind_and_its_rate() -> None:
     cap = run(1000)
     aws = cap.first_to_bind(relay=False)

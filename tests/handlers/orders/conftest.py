@@ -28,7 +28,10 @@ def shipping() -> Iterator[ShippingApiFake]:
 
 @pytest.fixture
 def world(
-    monkeypatch: pytest.MonkeyPatch, webhook: WebhookFake, shipping: ShippingApiFake
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    webhook: WebhookFake,
+    shipping: ShippingApiFake,
 ) -> Iterator[OrdersWorld]:
     """moto with the orders stack's resources and stock, its functions' environment from the template
     (the webhook fake's URL and the test knobs on top), and a fresh runtime."""
@@ -42,6 +45,12 @@ def world(
         # Keep the back-off of a transient failure short (it is best effort on moto anyway).
         "RELAY_BACKOFF_BASE_SECONDS": "0",
     }
+    # moto drops SNS deliveries to Firehose; the emulator's patch delivers them, as AWS does, so the
+    # order topic's analytics stream writes into the bucket here too.
+    from emulator.patches import firehose_delivery
+
+    remove_firehose = firehose_delivery.install()
+    request.addfinalizer(remove_firehose)
     with mock_aws():
         created = create_world(overrides)
         created.seed(STOCK)

@@ -1,4 +1,5 @@
-"""The fan-out through moto's real SNS -> SQS delivery: every event reaches exactly the queues it should.
+"""The fan-out through moto's real SNS -> SQS delivery: every event reaches exactly the queues it should,
+and the analytics archive (SNS -> Firehose -> S3, the emulator's patch 14 delivering) gets every event.
 
 The subscriptions are built from ``orders.subscriptions`` (the constants the stack imports), and the
 events are published by the real outbox publisher from the orders table's stream records, so both
@@ -37,11 +38,11 @@ from tests.handlers.orders.world import (
 )
 
 EXPECTED = {
-    "OrderCreated": {INVENTORY, NOTIFICATIONS, ANALYTICS},
-    "OrderCancelled": {INVENTORY, ANALYTICS},
-    "OrderRejected": {NOTIFICATIONS, ANALYTICS},
+    "OrderCreated": {INVENTORY, NOTIFICATIONS},
+    "OrderCancelled": {INVENTORY},
+    "OrderRejected": {NOTIFICATIONS},
     # OrderPaid also goes to the app's bus, whose shipping rule delivers it to the shipping queue.
-    "OrderPaid": {NOTIFICATIONS, ANALYTICS, SHIPPING},
+    "OrderPaid": {NOTIFICATIONS, SHIPPING},
 }
 
 
@@ -79,21 +80,25 @@ def test_filter_policies_are_the_published_contract() -> None:
 
 
 @pytest.mark.parametrize("event_type", sorted(EXPECTED))
-def test_order_event_reaches_exactly_its_queues(world: OrdersWorld, event_type: str) -> None:
-    publish_through_the_outbox(world, order_event(event_type))
+def test_order_event_reaches_exactly_its_queues_and_the_archive(world: OrdersWorld, event_type: str) -> None:
+    event = order_event(event_type)
+    publish_through_the_outbox(world, event)
 
     reached = {name for name, received in bodies(world).items() if received}
 
     assert reached == EXPECTED[event_type]
+    assert ANALYTICS not in reached  # its queue is no longer subscribed
+    assert list(world.archive().events) == [event.event_id]
 
 
-def test_analytics_receives_the_raw_envelope_and_the_others_an_sns_notification(world: OrdersWorld) -> None:
+def test_the_archive_gets_the_raw_envelope_and_the_queues_an_sns_notification(world: OrdersWorld) -> None:
     created = order_event("OrderCreated")
     publish_through_the_outbox(world, created)
 
     received = bodies(world)
 
-    assert Envelope.from_json(received[ANALYTICS][0]) == created  # raw delivery
+    (line,) = world.archived().values()
+    assert line == created.to_json().encode() + b"\n"  # raw delivery, one line
     for queue in (INVENTORY, NOTIFICATIONS):
         notification: dict[str, Any] = json.loads(received[queue][0])
         assert notification["Type"] == "Notification"
@@ -162,6 +167,7 @@ def test_outbox_publisher_marks_an_old_layout_row_published_and_ignores_items_wi
     )
 
     assert failed_ids(response) == []
-    assert sum(len(b) for b in bodies(world).values()) == 3  # one event, three subscribed queues
+    assert sum(len(b) for b in bodies(world).values()) == 2  # one event, two subscribed queues
+    assert list(world.archive().events) == [created.event_id]  # and the archive
     stored = world.ddb.get_item(TableName=ORDERS_TABLE, Key=keys)["Item"]
     assert "publishedAt" in stored and "expiresAt" in stored

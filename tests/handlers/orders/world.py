@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orders.archive import ArchiveRead, read_archive
 from orders.subscriptions import ORDERS_SOURCE
 
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
@@ -58,10 +59,12 @@ def _subscription(queue: str) -> Subscription:
 
 # How each queue is subscribed, as provisioned from the template.
 SUBSCRIPTIONS = {
-    queue: _subscription(queue)
-    for queue in (INVENTORY, NOTIFICATIONS, ANALYTICS, PAID_ORDERS, FAILED_PAYMENTS)
+    queue: _subscription(queue) for queue in (INVENTORY, NOTIFICATIONS, PAID_ORDERS, FAILED_PAYMENTS)
 }
 ORDER_TOPIC = _PLAN.topic_name(_PLAN.env()["EVENTS_TOPIC_ARN"])
+# Analytics goes to a Firehose stream now; its queue is no longer subscribed and only holds what the
+# earlier raw subscription delivered before the deploy (the raw envelope), which its writer drains.
+SUBSCRIPTIONS[ANALYTICS] = Subscription(ORDER_TOPIC, None, raw=True)
 PAYMENT_TOPIC = SUBSCRIPTIONS[PAID_ORDERS].topic
 
 
@@ -150,8 +153,13 @@ class OrdersWorld:
             )
 
     def archived(self) -> dict[str, bytes]:
+        """Every object under the archive's events/ prefix, by key."""
         listing = self.s3.list_objects_v2(Bucket=BUCKET, Prefix="events/").get("Contents", [])
         return {o["Key"]: self.s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in listing}
+
+    def archive(self) -> ArchiveRead:
+        """The archive as its readers see it: one copy per eventId, whatever the layout."""
+        return read_archive(self.s3, BUCKET)
 
     # queues --------------------------------------------------------------------------------------
 
