@@ -438,6 +438,15 @@ class OrdersReader:
         return int(item.get("available", {}).get("N", "0")), int(item.get("reserved", {}).get("N", "0"))
 
     def reservation_status(self, order_id: str) -> str | None:
+        """What the order holds of the stock (RESERVED, RELEASED): its own ``stock``, or the reservation
+        item of the layout before; None when it holds nothing."""
+        order = self.ddb.get_item(
+            TableName=self.orders_table,
+            Key={"pk": {"S": f"ORDER#{order_id}"}, "sk": {"S": "ORDER"}},
+            ConsistentRead=True,
+        ).get("Item")
+        if order and "stock" in order:
+            return str(order["stock"]["S"])
         item = self.ddb.get_item(
             TableName=self.inventory_table,
             Key={"pk": {"S": f"ORDER#{order_id}"}, "sk": {"S": "RESERVATION"}},

@@ -3,13 +3,14 @@
 Every step follows the kernel's rules (one write per step, ``relay.entity_events``):
 
 * a delivery the order records as processed (``seen``), or whose effect is already in place
-  (reservation written, order already PAID by this payment), is acknowledged without effect; the same
+  (the stock it holds, order already PAID by this payment), is acknowledged without effect; the same
   eventId with another payload is a ``PayloadConflict``;
 * a step that changes the order alone is ONE conditional UpdateItem, conditional on the state and
   version that were read, recording the event it processed and the event it produces in the order;
-  moving stock is ONE transaction (the reservation item, the order, one write per SKU) in which the
-  reservation item is the step's record -- a writer that lost a race re-reads (transient retry) and
-  decides again;
+  moving stock is ONE transaction: the order (the step's record: its ``stock`` says what it holds, and
+  its ``seen`` the event) and one write per SKU -- a writer that lost a race re-reads (transient retry)
+  and decides again. Orders reserved by the layout before kept that record in a reservation item of
+  the inventory table; it is still read and released;
 * business outcomes (not enough stock, a payment for an order that cannot take it) are committed and
   acknowledged, never retried forever nor parked as poison.
 """
@@ -26,12 +27,14 @@ from orders.orders import (
     CANCELLABLE,
     PAYABLE,
     RESERVABLE,
+    AlreadyApplied,
     Cancellation,
     IllegalTransition,
     Order,
     OrderLine,
     Rejection,
     Status,
+    StockHold,
     TransitionPlan,
     UnknownOrder,
     merge_lines,
@@ -146,15 +149,15 @@ def handle_inventory_event(
 def reserve_stock(
     envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime
 ) -> None:
-    """OrderCreated -> take every line from stock and mark the order RESERVED, in ONE transaction
-    (the reservation record -- the step's record --, the order, one conditional decrement per SKU);
-    or, when a SKU is short, REJECTED + OrderRejected in one write of the order instead."""
+    """OrderCreated -> take every line from stock and mark the order RESERVED, in ONE transaction (the
+    order -- the step's record --, one conditional decrement per SKU); or, when a SKU is short,
+    REJECTED + OrderRejected in one write of the order instead."""
     order_id = steps.required_id(envelope, "orderId")
     lines = lines_of(envelope)
     order = steps.load(orders.get_order, order_id, envelope, unknown=UnknownOrder)
     if steps.duplicate(order.seen, envelope, order_id=order_id):
         return
-    if order.status is Status.RESERVED:
+    if order.status is Status.RESERVED or order.stock is not None:
         steps.acknowledge(envelope, "stock already reserved for the order", order_id=order_id)
         return
     if order.status not in RESERVABLE:
@@ -163,25 +166,24 @@ def reserve_stock(
             envelope, f"order is {order.status}; nothing to reserve", metric=None, order_id=order_id
         )
         return
+    if order.status is Status.PAID and inventory.get_reservation(order_id) is not None:
+        # Paid before the reservation, which the layout before recorded in a reservation item.
+        steps.acknowledge(envelope, "stock already reserved for the order", order_id=order_id)
+        return
 
-    at = now_iso(now)
-    # Reservation and order first: when a concurrent delivery already reserved, its record (not the
-    # stock it consumed) is what the failed transaction is explained by.
-    writes: list[BusinessWrite] = [
-        inventory.reservation_write(
-            order_id,
-            lines,
-            event_id=envelope.event_id,
-            at=at,
-            on_condition_failed=steps.already(f"stock already reserved for order {order_id}"),
-        )
-    ]
+    # The order first: when a concurrent delivery already reserved, the order (not the stock it
+    # consumed) is what the failed transaction is explained by.
+    writes: list[BusinessWrite] = []
     if order.status is Status.CREATED:
-        plan = plan_transition(order, Status.RESERVED, now=now)
+        plan = plan_transition(order, Status.RESERVED, now=now, stock=StockHold.RESERVED)
         stale = on_stale(plan, frozenset({Status.RESERVED}))
-        writes.append(orders.transition_write(plan, on_condition_failed=stale, cause=envelope))
-    else:  # PAID before the reservation (its record says whether it was taken): the order stays PAID
-        writes.append(orders.unchanged_write(order, on_condition_failed=_unchanged(order)))
+        writes.append(orders.transition_write(plan, on_condition_failed=stale, cause=envelope, order=order))
+    else:  # PAID before the reservation: the order stays PAID and records that it holds the stock
+        writes.append(
+            orders.stock_write(
+                order, StockHold.RESERVED, envelope, expect=Status.PAID, on_condition_failed=_unchanged(order)
+            )
+        )
     for line in lines:
         writes.append(inventory.take_write(line, on_condition_failed=_shortage(line)))
 
@@ -252,10 +254,54 @@ def _reject(
 def release_stock(
     envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime
 ) -> None:
-    """OrderCancelled -> give back exactly what the reservation took, once: ONE transaction of the
-    reservation RESERVED -> RELEASED (the step's record), one increment per SKU, and a check that the
-    order IS cancelled."""
+    """OrderCancelled -> give back exactly what the order took, once: ONE transaction of the order's
+    ``stock`` RESERVED -> RELEASED (the step's record, only if the order IS cancelled) and one increment
+    per SKU. An order reserved by the layout before is released through its reservation item."""
     order_id = steps.required_id(envelope, "orderId")
+    order = orders.get_order(order_id)
+    if order is not None and steps.duplicate(order.seen, envelope, order_id=order_id):
+        return
+    hold = order.stock if order is not None else None
+    if hold is StockHold.RELEASED:
+        steps.acknowledge(envelope, "stock already released", order_id=order_id)
+        return
+    if order is not None and hold is StockHold.RESERVED:
+        writes: list[BusinessWrite] = [
+            orders.stock_write(
+                order,
+                StockHold.RELEASED,
+                envelope,
+                expect=Status.CANCELLED,
+                on_condition_failed=_not_releasable(envelope, order_id),
+            )
+        ]
+        writes.extend(inventory.give_back_write(line) for line in order.items)
+        if not steps.commit(lambda: orders.apply(writes), envelope, order_id=order_id):
+            return
+        record_metric("StockReleased", event_type=envelope.event_type)
+        logger().info("stock released", extra={"order_id": order_id, "skus": len(order.items)})
+        return
+    _release_reservation(envelope, orders, inventory, order_id, now=now)
+
+
+def _not_releasable(envelope: Envelope, order_id: str) -> Callable[[dict[str, Any] | None], Exception]:
+    def explain(old: dict[str, Any] | None) -> Exception:
+        if old and old.get("stock") == str(StockHold.RELEASED):
+            return AlreadyApplied(f"stock of order {order_id} already released")
+        status, _ = status_of(old)
+        return IllegalTransition(
+            f"event {envelope.event_id} says order {order_id} was cancelled, but it is {status or 'gone'}; "
+            "stock not released. Parked: investigate the producer."
+        )
+
+    return explain
+
+
+def _release_reservation(
+    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, order_id: str, *, now: datetime
+) -> None:
+    """The layout before: the reservation item RESERVED -> RELEASED (the step's record), one increment
+    per SKU, and a check that the order IS cancelled, in ONE transaction."""
     reservation = inventory.get_reservation(order_id)
     if reservation is None:
         # Cancelled before inventory reserved anything; the reservation can no longer happen either

@@ -42,6 +42,15 @@ class Status(enum.StrEnum):
         return not ALLOWED[self]
 
 
+class StockHold(enum.StrEnum):
+    """What the order holds of the stock (its ``stock`` attribute): taken for it by inventory, or given
+    back after it was cancelled. The order is the step's record, as for every other step; orders of the
+    layout before kept it in a reservation item of the inventory table (``InventoryStore``)."""
+
+    RESERVED = "RESERVED"
+    RELEASED = "RELEASED"
+
+
 ALLOWED: dict[Status, frozenset[Status]] = {
     Status.CREATED: frozenset({Status.RESERVED, Status.PAID, Status.CANCELLED, Status.REJECTED}),
     Status.RESERVED: frozenset({Status.PAID, Status.CANCELLED}),
@@ -127,6 +136,7 @@ class Order:
     cancellation: Cancellation | None = None
     payment_operation_id: str | None = None
     shipment: Shipment | None = None
+    stock: StockHold | None = None
     # The last event a step processed -> its payload hash (``relay.entity_events``).
     seen: dict[str, str] = field(default_factory=dict)
 

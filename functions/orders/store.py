@@ -19,18 +19,19 @@ Everything about one order reads with one Query on its partition.
 Inventory table (``INVENTORY_TABLE``; pk/sk):
 
 * stock level:  ``pk = SKU#<sku>, sk = STOCK`` -- ``available`` and ``reserved`` (Numbers)
-* reservation:  ``pk = ORDER#<orderId>, sk = RESERVATION`` -- what was taken from stock for the
-  order (``items``) and whether it was given back (``status`` RESERVED | RELEASED)
+* reservation (the layout before):  ``pk = ORDER#<orderId>, sk = RESERVATION`` -- what was taken from
+  stock for the order (``items``) and whether it was given back (``status`` RESERVED | RELEASED). No
+  longer written: the order's own ``stock`` says it now; read for orders reserved before.
 
-Every step is ONE write of the order (a transition, or the shipment), or -- where stock moves -- ONE
-transaction in which the reservation item is the step's record: no separate marker is written. The
+Every step is ONE write of the order (a transition, the stock it holds, or the shipment), or -- where
+stock moves -- ONE transaction of the order (the step's record) and one write per SKU: no separate
+marker is written. The
 idempotency table holds the Powertools records of the notifier and, on a stage upgraded from the
 layout before, client Idempotency-Keys bound then (``id = request-key#<key>``, read until their TTL).
 """
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from orders.orders import (
     Rejection,
     Shipment,
     Status,
+    StockHold,
     TransitionPlan,
 )
 from relay import entity_events
@@ -79,9 +81,8 @@ STOCK_SK = "STOCK"
 RESERVATION_SK = "RESERVATION"
 
 
-class ReservationStatus(enum.StrEnum):
-    RESERVED = "RESERVED"
-    RELEASED = "RELEASED"
+# A reservation item's status (the layout before) has the values of the order's own ``stock``.
+ReservationStatus = StockHold
 
 
 def order_key(order_id: str) -> dict[str, str]:
@@ -175,6 +176,7 @@ def order_from_item(item: Mapping[str, Any]) -> Order:
         else None,
         payment_operation_id=str(item["paymentOperationId"]) if item.get("paymentOperationId") else None,
         shipment=_shipment(item.get("shipment")),
+        stock=StockHold(str(item["stock"])) if item.get("stock") else None,
         seen=dict(item.get(entity_events.SEEN_ATTRIBUTE) or {}),
     )
 
@@ -207,6 +209,7 @@ def _to_attribute(value: Any) -> Any:
 
 # Domain field -> attribute name, for the fields a transition may set.
 _ATTRIBUTES = {
+    "stock": "stock",
     "rejection": "rejection",
     "cancellation": "cancellation",
     "payment_operation_id": "paymentOperationId",
@@ -300,6 +303,32 @@ class OrderStore(EntityStore):
         """A ConditionCheck that the order is in ``status`` (no write)."""
         return status_check(
             self.table_name, order_key(order_id), str(status), on_condition_failed=on_condition_failed
+        )
+
+    def stock_write(
+        self,
+        order: Order,
+        hold: StockHold,
+        cause: Envelope,
+        *,
+        expect: Status,
+        on_condition_failed: OnConditionFailed,
+    ) -> BusinessWrite:
+        """Record on the order what it holds of the stock (``hold``), and ``cause`` as processed: only
+        while the order is ``expect`` and holds what precedes ``hold`` (nothing before RESERVED, RESERVED
+        before RELEASED). No version bump: no transition reads it. Stock moves in the same transaction."""
+        condition = Condition().exists("pk").equals(status=str(expect))
+        if hold is StockHold.RESERVED:
+            condition = condition.equals(version=order.version).not_exists("stock")
+        else:
+            condition = condition.equals(stock=str(StockHold.RESERVED))
+        change = Update().set("stock", str(hold))
+        entity_events.record_cause(change, condition, cause)
+        return change.write(
+            self.table_name,
+            order_key(order.order_id),
+            condition=condition,
+            on_condition_failed=on_condition_failed,
         )
 
     def shipment_write(

@@ -33,6 +33,10 @@ def test_order_created_takes_every_line_from_stock_and_marks_the_order_reserved(
     assert reservation["items"] == [{"sku": "SKU-MUG", "quantity": 2}, {"sku": "SKU-TEAPOT", "quantity": 1}]
     assert world.status(order_id) == "RESERVED"
     assert world.parked(INVENTORY) == []
+    # The order is the step's record (its stock, and the event in ``seen``): no reservation item.
+    order = world.order(order_id)
+    assert order is not None and order["stock"] == "RESERVED" and created.event_id in order["seen"]
+    assert world.reservation_item(order_id) is None
 
 
 def test_duplicate_order_created_moves_stock_once(world: OrdersWorld) -> None:

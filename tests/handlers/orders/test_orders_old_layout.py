@@ -17,8 +17,10 @@ from tests.handlers.orders.conftest import STOCK
 from tests.handlers.orders.world import (
     IDEMPOTENCY_TABLE,
     INVENTORY,
+    INVENTORY_TABLE,
     ORDERS_TABLE,
     PAID_ORDERS,
+    SHIPPING,
     OrdersWorld,
     deliver,
     failed_ids,
@@ -119,3 +121,77 @@ def test_an_old_layout_order_can_be_cancelled_and_read(world: OrdersWorld) -> No
     (cancelled,) = world.outbox(ORDER_ID, "OrderCancelled")
     assert cancelled.payload is not None and cancelled.payload["previousStatus"] == "CREATED"
     assert get_order(ORDER_ID)["statusCode"] == 200
+
+
+def _old_reservation(world: OrdersWorld, status: str = "RESERVED") -> None:
+    """The reservation item the layout before wrote in the inventory table (the step's record then),
+    with the stock it took."""
+    world.ddb.put_item(
+        TableName=INVENTORY_TABLE,
+        Item=serialize_item(
+            {
+                "pk": f"ORDER#{ORDER_ID}",
+                "sk": "RESERVATION",
+                "kind": "reservation",
+                "orderId": ORDER_ID,
+                "items": LINES,
+                "status": status,
+                "reservedAt": "2026-12-01T10:00:01.000Z",
+                "reservedBy": _created().event_id,
+            }
+        ),
+    )
+    available, reserved = world.stock("SKU-MUG") or (0, 0)
+    world.seed({"SKU-MUG": available - 2})
+    world.ddb.update_item(
+        TableName=INVENTORY_TABLE,
+        Key=serialize_item({"pk": "SKU#SKU-MUG", "sk": "STOCK"}),
+        UpdateExpression="SET reserved = :r",
+        ExpressionAttributeValues={":r": {"N": str(reserved + 2)}},
+    )
+
+
+def test_an_order_reserved_before_the_upgrade_is_released_through_its_reservation_item(
+    world: OrdersWorld,
+) -> None:
+    _old_order(world, status="RESERVED", version=2)
+    _old_reservation(world)
+    assert world.stock("SKU-MUG") == (STOCK["SKU-MUG"] - 2, 2)
+
+    assert cancel(ORDER_ID)["statusCode"] == 200
+    (cancelled,) = world.outbox(ORDER_ID, "OrderCancelled")
+    response = deliver(world, INVENTORY, cancelled, times=2)
+
+    assert failed_ids(response) == []
+    assert world.stock("SKU-MUG") == (STOCK["SKU-MUG"], 0)  # given back once
+    item = world.reservation_item(ORDER_ID)
+    assert item is not None and item["status"] == "RELEASED"
+    order = world.order(ORDER_ID)
+    assert order is not None and "stock" not in order
+
+
+def test_an_order_paid_and_reserved_before_the_upgrade_takes_no_stock_again_and_ships(
+    world: OrdersWorld, shipping: Any
+) -> None:
+    """Paid before its reservation, then reserved, all before the deploy: the order stayed PAID and only
+    the reservation item says the stock is taken. A redelivered OrderCreated takes nothing more, and the
+    order ships."""
+    _old_order(world, status="PAID", version=2, paymentOperationId="op-old")
+    _old_reservation(world)
+    taken = world.stock("SKU-MUG")
+
+    response = deliver(world, INVENTORY, _created(), times=2)
+
+    assert failed_ids(response) == []
+    assert world.stock("SKU-MUG") == taken
+    paid = order_event(
+        "OrderPaid",
+        order_from_item(world.order(ORDER_ID) or {}),
+        "paid",
+        payload={"paymentOperationId": "op-old"},
+        occurred_at=parse_iso("2026-12-01T10:00:02.000Z"),
+    )
+    assert failed_ids(deliver(world, SHIPPING, paid)) == []
+    order = world.order(ORDER_ID)
+    assert order is not None and order["shipment"]["status"] == "REQUESTED"
+    assert shipping.shipments_by_order() == {ORDER_ID: 1}

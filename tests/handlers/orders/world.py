@@ -138,6 +138,15 @@ class OrdersWorld:
         return (int(item["available"]), int(item.get("reserved", 0))) if item else None
 
     def reservation(self, order_id: str) -> dict[str, Any] | None:
+        """What the order holds of the stock, ``{"status", "items"}``: its own ``stock`` (and lines), or
+        the reservation item of the layout before; None when it holds nothing."""
+        order = self.order(order_id)
+        if order is not None and order.get("stock"):
+            return {"status": order["stock"], "items": order["items"]}
+        return self.reservation_item(order_id)
+
+    def reservation_item(self, order_id: str) -> dict[str, Any] | None:
+        """The reservation item of the layout before (no longer written)."""
         return self._get(INVENTORY_TABLE, f"ORDER#{order_id}", "RESERVATION")
 
     def seed(self, levels: Mapping[str, int]) -> None:
