@@ -4,9 +4,13 @@
 empty DLQ say the consumer acknowledged the batch, not that it did anything. So after the first
 batch, ``ops dlq redrive`` asks each event's consumer for the record its effect leaves behind:
 
+- the entity item the step wrote (one write per step, ``relay.entity_events``): the order (orders'
+  consumers, shipping) or the order's ledger item (loyalty) records the event in ``seen``, else the
+  step's effect is in place on it (a twin did it, or a later step replaced ``seen``);
 - a processed-event marker (``relay.idempotency``: ``event#<eventId>`` in the consumer's
   ``IDEMPOTENCY_TABLE``), which commits in the same transaction as the effect, so it exists at most
-  once and only with the effect. A payments step that acknowledged the event without a marker did so
+  once and only with the effect (reports, scores; payments, with the operation's state). A payments
+  step that acknowledged the event without a marker did so
   because the step was already done; the operation's state says whether that is true
   (``payments.step_rules``), and its step history that no state was entered twice;
 - a side effect's Powertools record (``relay.side_effects.record_id``, status COMPLETED): the
@@ -176,41 +180,113 @@ def _report_key(envelope: Envelope) -> str:
     return notification_key(envelope.ids.get("reportId", ""))
 
 
-def _shipment(subject: Subject) -> str | None:
-    """The marker, else the order holds its shipment (recorded by a twin) or is not PAID (a rejected
-    order is acknowledged without a shipment)."""
-    if _marker()(subject) is None:
-        return None
-    event = subject.envelope
-    order_id = event.ids.get("orderId", "")
-    item = (
+def _item(subject: Subject, table_variable: str, key: Mapping[str, str]) -> dict[str, Any] | None:
+    item: dict[str, Any] | None = (
         subject.app.client("dynamodb")
         .get_item(
-            TableName=subject.env("ORDERS_TABLE"),
-            Key={"pk": {"S": f"ORDER#{order_id}"}, "sk": {"S": "ORDER"}},
+            TableName=subject.env(table_variable),
+            Key={name: {"S": value} for name, value in key.items()},
             ConsistentRead=True,
         )
         .get("Item")
     )
-    if item is None:
-        return f"{event.event_type} {event.event_id}: no marker, and order {order_id!r} does not exist"
-    if "shipment" in item or item.get("status", {}).get("S") != "PAID":
-        return None
-    return (
-        f"{event.event_type} {event.event_id}: no marker, and order {order_id} is PAID without a shipment; "
-        f"see python -m ops order {order_id}"
-    )
+    return item
+
+
+def _text(item: Mapping[str, Any] | None, name: str) -> str | None:
+    value = (item or {}).get(name) or {}
+    return str(value["S"]) if "S" in value else None
+
+
+Effect = Callable[[Subject, dict[str, Any]], bool]
+
+
+def _recorded(entity: str, key: Callable[[Subject], tuple[str, Mapping[str, str]]], effect: Effect) -> Check:
+    """One write per step (``relay.entity_events``): the entity item records the event it processed
+    (``seen``), else the step's effect is in place on it (the step acknowledged the event without a
+    write because it already was: a twin did it, or a later step moved the entity on and replaced
+    ``seen``)."""
+
+    def check(subject: Subject) -> str | None:
+        event = subject.envelope
+        table, item_key = key(subject)
+        item = _item(subject, table, item_key)
+        if item is None:
+            return f"{event.event_type} {event.event_id}: the {entity} {dict(item_key)} does not exist"
+        if event.event_id in ((item.get("seen") or {}).get("M") or {}):
+            return None
+        if effect(subject, item):
+            return None
+        return (
+            f"{event.event_type} {event.event_id}: the {entity} {dict(item_key)} does not record it and its "
+            "effect is not in place; its consumer acknowledged it without an effect"
+        )
+
+    return check
+
+
+def _order_key(subject: Subject) -> tuple[str, Mapping[str, str]]:
+    return "ORDERS_TABLE", {"pk": f"ORDER#{subject.envelope.ids.get('orderId', '')}", "sk": "ORDER"}
+
+
+def _reservation_item(subject: Subject) -> dict[str, Any] | None:
+    """The reservation item of the layout before issue 33 (the order's own ``stock`` says it now)."""
+    order_id = subject.envelope.ids.get("orderId", "")
+    return _item(subject, "INVENTORY_TABLE", {"pk": f"ORDER#{order_id}", "sk": "RESERVATION"})
+
+
+def _stock_moved(subject: Subject, order: dict[str, Any]) -> bool:
+    status, stock = _text(order, "status"), _text(order, "stock")
+    if subject.envelope.event_type == "OrderCancelled":
+        if stock is not None:
+            return stock == "RELEASED"
+        reservation = _reservation_item(subject)
+        return _text(reservation, "status") == "RELEASED" if reservation else status == "CANCELLED"
+    # OrderCreated: reserved, or not to be (rejected, cancelled first), or reserved by the layout before.
+    if stock is not None or status in ("RESERVED", "REJECTED", "CANCELLED"):
+        return True
+    return _reservation_item(subject) is not None
+
+
+def _paid(subject: Subject, order: dict[str, Any]) -> bool:
+    """PAID by this payment, or the payment kept as an orphan (the order could not take it)."""
+    operation_id = subject.envelope.ids.get("operationId", "")
+    if _text(order, "status") == "PAID" and _text(order, "paymentOperationId") == operation_id:
+        return True
+    order_id = subject.envelope.ids.get("orderId", "")
+    orphan = {"pk": f"ORDER#{order_id}", "sk": f"PAYMENT#{operation_id}"}
+    return _item(subject, "ORDERS_TABLE", orphan) is not None
+
+
+def _no_longer_open(subject: Subject, order: dict[str, Any]) -> bool:
+    return _text(order, "status") not in ("CREATED", "RESERVED")
+
+
+def _shipped_or_not_to_be(subject: Subject, order: dict[str, Any]) -> bool:
+    return "shipment" in order or _text(order, "status") != "PAID"
+
+
+def _ledger_key(subject: Subject) -> tuple[str, Mapping[str, str]]:
+    event = subject.envelope
+    customer_id = str((event.payload or {}).get("customerId", ""))
+    return "POINTS_TABLE", {"pk": f"CUSTOMER#{customer_id}", "sk": f"ORDER#{event.ids.get('orderId', '')}"}
+
+
+def _points_moved(subject: Subject, entry: dict[str, Any]) -> bool:
+    return ("reversedAt" if subject.envelope.event_type == "OrderRejected" else "accruedAt") in entry
 
 
 def _points(subject: Subject) -> str | None:
-    """The marker, unless the event is an OrderRejected of an order that was never paid (no points)."""
+    """The order's ledger item records the event or its accrual (reversal); an OrderRejected of an order
+    that was never paid moves no points."""
     event = subject.envelope
     if event.event_type == "OrderRejected" and not (event.payload or {}).get("paymentOperationId"):
         return None
-    return _marker()(subject)
+    return _recorded("ledger item", _ledger_key, _points_moved)(subject)
 
 
 MARKER = "the processed marker (relay.idempotency)"
+ORDER_RECORD = "the order records the event (seen)"
 EVIDENCE: dict[str, Evidence] = {
     "payments.handlers.payment_worker.handler": Evidence(
         MARKER + ", else the operation past the payment step", _payment_marker("PAYMENT_STEP")
@@ -227,17 +303,31 @@ EVIDENCE: dict[str, Evidence] = {
     "payments.handlers.sweeper.handler": Evidence(
         "none: a sweep acts on whatever is due then, not on one event; ops status shows the backlog", None
     ),
-    "orders.handlers.inventory.handler": Evidence(MARKER, _marker()),
-    "orders.handlers.paid_orders.handler": Evidence(MARKER, _marker()),
-    "orders.handlers.failed_payments.handler": Evidence(MARKER, _marker()),
+    "orders.handlers.inventory.handler": Evidence(
+        ORDER_RECORD + ", else its stock reserved or released (or its reservation item, before issue 33)",
+        _recorded("order", _order_key, _stock_moved),
+    ),
+    "orders.handlers.paid_orders.handler": Evidence(
+        ORDER_RECORD + ", else PAID by this payment or the payment kept as an orphan",
+        _recorded("order", _order_key, _paid),
+    ),
+    "orders.handlers.failed_payments.handler": Evidence(
+        ORDER_RECORD + ", else the order no longer CREATED or RESERVED",
+        _recorded("order", _order_key, _no_longer_open),
+    ),
     "orders.handlers.notifier.handler": Evidence(
         "the notification's side-effect record", _side_effect("orders.notification", lambda e: e.event_id)
     ),
     "orders.handlers.analytics.handler": Evidence("the archived object (one per eventId)", _archived),
     "orders.handlers.shipping.handler": Evidence(
-        MARKER + ", else the order's shipment recorded or the order not PAID", _shipment
+        ORDER_RECORD + ", else the order's shipment recorded or the order not PAID",
+        _recorded("order", _order_key, _shipped_or_not_to_be),
     ),
-    "loyalty.handlers.points.handler": Evidence(MARKER + " (an unpaid order's rejection: none)", _points),
+    "loyalty.handlers.points.handler": Evidence(
+        "the order's ledger item records the event, else its accrual (reversal); an unpaid order's "
+        "rejection: none",
+        _points,
+    ),
     "reports.handlers.verifier.handler": Evidence(MARKER, _marker()),
     "reports.handlers.notifier.handler": Evidence(
         "the report-ready side-effect record", _side_effect("reports.notification", _report_key)
