@@ -241,12 +241,31 @@ def test_outcomes_are_counted_as_emf_metrics_per_event_type(capsys: pytest.Captu
         (directive,) = line["_aws"]["CloudWatchMetrics"]
         # {service} alone lets an alarm watch a metric across every eventType of the service.
         assert directive["Dimensions"] == [["service", "eventType"], ["service"]]
-        (metric,) = directive["Metrics"]
-        key = (metric["Name"], line["eventType"], line["service"])
-        counts[key] = counts.get(key, 0) + line[metric["Name"]]
+        for metric in directive["Metrics"]:
+            key = (metric["Name"], line["eventType"], line["service"])
+            counts[key] = counts.get(key, 0) + line[metric["Name"]]
     service = "relay-tests"
     assert counts == {
         ("Processed", "Good", service): 2,
         ("Parked", "Poison", service): 1,
         ("Retried", "Flaky", service): 1,
     }
+
+
+def test_a_batchs_metrics_of_one_event_type_share_one_emf_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from relay.observability import metrics_batch, record_metric
+
+    with metrics_batch():
+        record_metric("StockReserved", event_type="OrderCreated")
+        record_metric("Processed", event_type="OrderCreated")
+        record_metric("Processed", event_type="OrderCreated")
+        record_metric("Processed", event_type="OrderPaid")
+    lines = emf_lines(capsys.readouterr().out)
+    assert [
+        (line["eventType"], sorted(m["Name"] for m in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]))
+        for line in lines
+    ] == [
+        ("OrderCreated", ["Processed", "StockReserved"]),
+        ("OrderPaid", ["Processed"]),
+    ]
+    assert (lines[0]["Processed"], lines[0]["StockReserved"], lines[1]["Processed"]) == (2, 1, 1)

@@ -9,9 +9,10 @@ Metrics (namespace ``POWERTOOLS_METRICS_NAMESPACE``, default ``Relay``), all Cou
 * Retried -- transient failures backed off and reported failed;
 * PayloadConflict -- same eventId, different payload (alarm on it).
 
-Counters are aggregated per (name, eventType) while a batch is being consumed and flushed as one
-EMF line each at the end (``metrics_batch``), instead of one log line per record; outside a batch
-they are emitted immediately.
+Counters are aggregated per (name, eventType) while a batch is being consumed and flushed at the end
+(``metrics_batch``) as one EMF line per eventType carrying all its metrics (EMF allows up to 100 a
+document), instead of one log line per record or per metric; outside a batch they are emitted
+immediately.
 
 Logs: Powertools JSON, one line per record a handler acts on, with the Lambda context keys that vary
 per invocation (``cold_start``, ``function_request_id``) and the correlation id; the function's name,
@@ -33,7 +34,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast, overload
 
@@ -190,12 +191,13 @@ def record_metric(name: str, value: int = 1, event_type: str | None = None) -> N
         if _pending is not None:
             _pending[key] += value
             return
-    _emit(key[0], key[1], value)
+    _emit(key[1], {key[0]: value})
 
 
 @contextmanager
 def metrics_batch() -> Iterator[None]:
-    """Aggregate record_metric calls and flush them (one EMF line per name/eventType) on exit."""
+    """Aggregate record_metric calls and flush them (one EMF line per eventType, its metrics together)
+    on exit."""
     global _pending
     with _lock:
         outer = _pending is not None
@@ -207,8 +209,11 @@ def metrics_batch() -> Iterator[None]:
         if not outer:
             with _lock:
                 pending, _pending = _pending, None
+            by_type: dict[str, dict[str, int]] = {}
             for (name, event_type), value in sorted((pending or Counter()).items()):
-                _emit(name, event_type, value)
+                by_type.setdefault(event_type, {})[name] = value
+            for event_type, values in by_type.items():
+                _emit(event_type, values)
 
 
 def _metrics_disabled() -> bool:
@@ -221,7 +226,7 @@ def _tracing_disabled() -> bool:
     return os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() in ("1", "true", "yes", "on")
 
 
-def _emit(name: str, event_type: str, value: int) -> None:
+def _emit(event_type: str, values: Mapping[str, int]) -> None:
     if _metrics_disabled():
         return
     # One EMF line, two dimension sets: {service, eventType} for dashboards, {service} alone so an alarm
@@ -234,17 +239,17 @@ def _emit(name: str, event_type: str, value: int) -> None:
                 {
                     "Namespace": namespace(),
                     "Dimensions": [["service", "eventType"], ["service"]],
-                    "Metrics": [{"Name": name, "Unit": "Count"}],
+                    "Metrics": [{"Name": name, "Unit": "Count"} for name in values],
                 }
             ],
         },
         "service": service_name(),
         "eventType": event_type,
-        name: value,
+        **values,
     }
     try:
         print(json.dumps(document, separators=(",", ":")), flush=True)
     except Exception:  # a metric must never fail the record it describes
         logger().warning(
-            "could not emit metric", extra={"metric": name, "eventType": event_type}, exc_info=True
+            "could not emit metric", extra={"metrics": sorted(values), "eventType": event_type}, exc_info=True
         )
