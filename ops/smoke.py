@@ -40,7 +40,7 @@ clean run and named when a check failed.
 What it leaves behind: only its own operations, tagged ``smoke-<UTC time>-<4 hex>`` (the run's tag): two
 payment operations (paymentId and Idempotency-Key ``<tag>-payment`` / ``<tag>-order-payment``, ``details
 {"smoke": <tag>}``), one order of customer ``<tag>`` with what its consumers record (its notifications,
-analytics objects, shipment, the customer's loyalty points). The stock item it seeds for SKU ``<tag>-sku``
+analytics records, shipment, the customer's loyalty points). The stock item it seeds for SKU ``<tag>-sku``
 is deleted once the order is paid (while an order holds a reservation the item stays, and the line says so).
 """
 
