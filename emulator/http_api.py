@@ -444,6 +444,9 @@ class HttpApi:
 
         server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
+        # Port 0: the system's choice, taken as it binds (a port picked first and bound later, after the
+        # stage provisioned, could be taken by then by another stage on the machine).
+        self.port = int(server.server_address[1])
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name=f"http-{self.port}", daemon=True)
         self._thread.start()

@@ -47,7 +47,7 @@ class StageConfig:
     # cdk.out stale.
     sources: tuple[str, ...] = ("app.py", "cdk.json")
     emulator_port: int = 4566
-    api_port: int = 8000
+    api_port: int = 8000  # 0: any free port, bound when the API starts
     cdk_out: Path = UNDER_APP_ROOT
     state_dir: Path = UNDER_APP_ROOT
     log_dir: Path = UNDER_APP_ROOT
@@ -192,9 +192,9 @@ class Stage:
             # Every HTTP API on one port: their routes are disjoint, and one base URL is simpler.
             self.callers = callers.provision(REGION, ACCOUNT_ID, [a.api_id for a in self.topology.apis])
             api = HttpApi(self.topology.apis, self.runtime, cfg.api_port, callers=self.callers.values())
+            api.start()  # port 0: bound now, so its base_url is known from here on
             if cfg.write_state:
                 callers.write_profiles(cfg.caller_profiles, self.callers, REGION, self.endpoint, api.base_url)
-            api.start()
             self.apis.append(api)
             for line in self.api_banner():
                 self.log(line)

@@ -33,7 +33,7 @@ def started_sandbox(log_dir: Path, cdk_out: Path) -> Iterator[dict[str, Any]]:
 
         config = SandboxConfig(
             emulator_port=free_port(),
-            api_port=free_port(),
+            api_port=0,
             cdk_out=cdk_out,
             write_state=False,
             log_dir=log_dir / "logs",

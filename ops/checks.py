@@ -5,11 +5,12 @@ empty DLQ say the consumer acknowledged the batch, not that it did anything. So 
 batch, ``ops dlq redrive`` asks each event's consumer for the record its effect leaves behind:
 
 - the entity item the step wrote (one write per step, ``relay.entity_events``): the order (orders'
-  consumers, shipping) or the order's ledger item (loyalty) records the event in ``seen``, else the
+  consumers, shipping), the order's ledger item (loyalty) or the report's verification (reports)
+  records the event in ``seen``, else the
   step's effect is in place on it (a twin did it, or a later step replaced ``seen``);
 - a processed-event marker (``relay.idempotency``: ``event#<eventId>`` in the consumer's
   ``IDEMPOTENCY_TABLE``), which commits in the same transaction as the effect, so it exists at most
-  once and only with the effect (reports, scores; payments, with the operation's state). A payments
+  once and only with the effect (scores; payments, with the operation's state). A payments
   step that acknowledged the event without a marker did so
   because the step was already done; the operation's state says whether that is true
   (``payments.step_rules``), and its step history that no state was entered twice;
@@ -266,6 +267,12 @@ def _shipped_or_not_to_be(subject: Subject, order: dict[str, Any]) -> bool:
     return "shipment" in order or _text(order, "status") != "PAID"
 
 
+def _verification_key(subject: Subject) -> tuple[str, Mapping[str, str]]:
+    event = subject.envelope
+    report_id = str((event.payload or {}).get("reportId") or event.ids.get("reportId", ""))
+    return "VERIFICATIONS_TABLE", {"pk": f"REPORT#{report_id}", "sk": "VERIFICATION"}
+
+
 def _ledger_key(subject: Subject) -> tuple[str, Mapping[str, str]]:
     event = subject.envelope
     customer_id = str((event.payload or {}).get("customerId", ""))
@@ -328,7 +335,10 @@ EVIDENCE: dict[str, Evidence] = {
         "rejection: none",
         _points,
     ),
-    "reports.handlers.verifier.handler": Evidence(MARKER, _marker()),
+    "reports.handlers.verifier.handler": Evidence(
+        "the report's verification record (written once: any status is its final outcome)",
+        _recorded("verification record", _verification_key, lambda _s, _record: True),
+    ),
     "reports.handlers.notifier.handler": Evidence(
         "the report-ready side-effect record", _side_effect("reports.notification", _report_key)
     ),

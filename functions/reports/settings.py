@@ -34,7 +34,7 @@ class Settings(ServiceSettings):
 VERIFIER = FunctionEnvironment(
     Settings,
     "verifier",
-    required=("verifications_table", "idempotency_table", "report_api_url"),
+    required=("verifications_table", "report_api_url"),
     optional=("verify_max_age_seconds", "http_timeout_seconds", "verify_max_bytes"),
 )
 NOTIFIER = FunctionEnvironment(

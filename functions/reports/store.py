@@ -8,7 +8,8 @@ per report:
     (absent when the report could not be read), url, checkedAt (ISO-8601 UTC, millisecond
     precision, so the strings sort in time order), attempts (deliveries of the event, counted across
     the consumer's retry chain: ``reports.verification.delivery_attempts``), eventId, occurredAt (when
-    the report was generated).
+    the report was generated), seen (the event it was written for -> its payload hash; absent on a
+    record written before issue 33).
 
 No ``expiresAt``: a verification is the evidence an agent's score is computed from, so it is kept.
 
@@ -21,9 +22,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from relay import entity_events
 from relay.idempotency import BusinessWrite, OnConditionFailed, deserialize_item, put, serialize_item
 
 if TYPE_CHECKING:
@@ -55,6 +57,9 @@ class Verification:
     attempts: int
     event_id: str
     occurred_at: str
+    # The event the record was written for -> its payload hash (``relay.entity_events``); empty for a
+    # record written before issue 33, whose marker was in the idempotency table.
+    seen: Mapping[str, str] = field(default_factory=dict)
 
     def to_item(self) -> dict[str, Any]:
         item: dict[str, Any] = {
@@ -72,6 +77,8 @@ class Verification:
         }
         if self.actual_sha256 is not None:
             item["actualSha256"] = self.actual_sha256
+        if self.seen:
+            item[entity_events.SEEN_ATTRIBUTE] = dict(self.seen)
         return item
 
     @classmethod
@@ -87,6 +94,7 @@ class Verification:
             attempts=int(item.get("attempts", 1)),
             event_id=str(item.get("eventId", "")),
             occurred_at=str(item.get("occurredAt", "")),
+            seen={str(k): str(v) for k, v in dict(item.get(entity_events.SEEN_ATTRIBUTE) or {}).items()},
         )
 
 
@@ -107,9 +115,9 @@ class VerificationStore:
     def record_write(
         self, verification: Verification, *, on_condition_failed: OnConditionFailed
     ) -> BusinessWrite:
-        """The put of the ONE record of a report. Every status is final, so the condition is simply
-        "no record yet": a duplicate or a replay that got past the processed-event marker (another
-        eventId for the same report) can never overwrite a recorded outcome."""
+        """The put of the ONE record of a report, its step's record. Every status is final, so the
+        condition is simply "no record yet": a duplicate or a replay (another eventId for the same
+        report) can never overwrite a recorded outcome."""
         return put(
             self.verifications_table,
             verification.to_item(),

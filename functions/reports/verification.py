@@ -22,9 +22,13 @@ event it requests ``{REPORT_API_URL}/reports/{reportId}``; an event ``url`` is u
 the same scheme and host (and port) and lies under the base path, otherwise the event is parked as
 InvalidInput without any request. Redirects are never followed (``reports._http``).
 
-The record is written with ``relay.idempotency.commit_once`` (processed-event marker + the
-conditional put in one transaction); the put's ``attribute_not_exists`` condition makes every
-outcome final, even against a replay under a different eventId.
+The record is ONE conditional put (``attribute_not_exists``): the record is the step's record, as in
+every one-write step (``relay.entity_events``). It holds the event it was written for (``seen``:
+eventId -> payload hash), and its condition makes every outcome final, even against a replay under a
+different eventId. A redelivery learns what happened from the record, read first or returned by the
+failed condition: the same event again is acknowledged, the same eventId with another payload is a
+``PayloadConflict``, another event announcing other content for the report is parked. Records written
+with a processed-event marker before (issue 33) are read the same way.
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from relay.consumer import RecordContext
+from relay.entity_events import payload_hash, seen_in
 from relay.envelope import Envelope
 from relay.errors import BusinessRejection, InvalidInput, PermanentError, TransientError, classify_http_status
-from relay.idempotency import CommitResult, commit_once
+from relay.idempotency import apply_write
 from relay.observability import logger, record_metric
 from reports._http import Digest, TooLarge, fetch_digest
 from reports.events import ReportGenerated, parse_report_generated
@@ -149,7 +154,6 @@ class ReportApiClient:
 class VerificationDeps:
     store: VerificationStore
     report_api: ReportApiClient
-    idempotency_table: str
     max_age_seconds: int
 
 
@@ -165,7 +169,7 @@ def verify_report(
         existing = deps.store.get(event.report_id)
         if existing is not None:
             # A cheap early exit (no GET for a redelivery); correctness comes from the conditional put.
-            _already_recorded(existing, event)
+            _already_recorded(existing, event, envelope)
             return None
 
         digest = deps.report_api.digest(url)
@@ -181,20 +185,15 @@ def verify_report(
             attempts=delivery_attempts(ctx),
             event_id=envelope.event_id,
             occurred_at=iso(envelope.occurred_at),
+            seen={envelope.event_id: payload_hash(envelope)},
         )
         try:
-            result = commit_once(
-                envelope,
-                [deps.store.record_write(verification, on_condition_failed=_recorded)],
-                table_name=deps.idempotency_table,
-                ddb_client=deps.store.ddb,
-            )
+            record = deps.store.record_write(verification, on_condition_failed=_recorded)
+            apply_write(record, ddb_client=deps.store.ddb)
         except _Recorded as exc:
             # Another delivery recorded it between our read and our write.
             if exc.existing is not None:
-                _already_recorded(exc.existing, event)
-            return None
-        if result is CommitResult.DUPLICATE:
+                _already_recorded(exc.existing, event, envelope)
             return None
         record_metric(_OUTCOME_METRICS[status], event_type=envelope.event_type)
         _log_outcome(verification)
@@ -232,8 +231,10 @@ def _outcome(
     raise error
 
 
-def _already_recorded(existing: Verification, event: ReportGenerated) -> None:
-    if existing.expected_sha256 == event.sha256 and existing.agent_id == event.agent_id:
+def _already_recorded(existing: Verification, event: ReportGenerated, envelope: Envelope) -> None:
+    # The record's own event again: the same payload is a duplicate, another one a PayloadConflict.
+    same_event = envelope.event_id in existing.seen and seen_in(existing.seen, envelope)
+    if same_event or (existing.expected_sha256 == event.sha256 and existing.agent_id == event.agent_id):
         record_metric("Duplicate", event_type=REPORT_GENERATED)
         logger().info(
             "report already verified; acknowledged without effect", extra={"status": str(existing.status)}

@@ -39,7 +39,6 @@ class Wiring(AwsClients):
                 timeout_seconds=s.http_timeout_seconds,
                 max_bytes=s.verify_max_bytes,
             ),
-            idempotency_table=s.require("idempotency_table"),
             max_age_seconds=s.verify_max_age_seconds,
         )
 

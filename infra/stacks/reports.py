@@ -84,7 +84,6 @@ class ReportsStack(RelayStack):
             # Each function's environment comes from its declaration in reports/settings.py.
             environment=env.VERIFIER.environment(
                 verifications_table=self.verifications.table_name,
-                idempotency_table=idempotency.table_name,
                 report_api_url=settings.report_api_url,
                 verify_max_age_seconds=settings.verify_max_age_seconds,
                 http_timeout_seconds=settings.http_timeout_seconds,
@@ -95,7 +94,6 @@ class ReportsStack(RelayStack):
             description="ReportGenerated → read back from the public API → VERIFIED / MISMATCH / UNREACHABLE",
         )
         self.verifications.grant_read_write_data(verifier.function)
-        idempotency.grant_read_write_data(verifier.function)
 
         notifier = QueueConsumer(
             self,

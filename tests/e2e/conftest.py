@@ -17,7 +17,7 @@ from local.sandbox import Sandbox, SandboxConfig
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     config = SandboxConfig(
         emulator_port=free_port(),
-        api_port=free_port(),
+        api_port=0,
         write_state=False,
         log_dir=tmp_path_factory.mktemp("sandbox-logs"),
     )

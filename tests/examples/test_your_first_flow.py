@@ -61,7 +61,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         app_root=EXAMPLE,
         sources=SOURCES,
         emulator_port=free_port(),
-        api_port=free_port(),
+        api_port=0,
         write_state=False,
         log_dir=tmp_path_factory.mktemp("your-first-flow-logs"),
     )

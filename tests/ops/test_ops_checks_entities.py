@@ -17,7 +17,7 @@ from relay.envelope import Envelope, new_envelope
 from relay.idempotency import serialize_item
 
 REGION = "us-east-1"
-ORDERS, INVENTORY, POINTS = "t-orders", "t-inventory", "t-points"
+ORDERS, INVENTORY, POINTS, VERIFICATIONS = "t-orders", "t-inventory", "t-points", "t-verifications"
 ORDER = "ord-1"
 
 
@@ -27,7 +27,7 @@ def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
     with mock_aws():
         found = App("dev", REGION)
         ddb = found.client("dynamodb")
-        for table in (ORDERS, INVENTORY, POINTS):
+        for table in (ORDERS, INVENTORY, POINTS, VERIFICATIONS):
             ddb.create_table(
                 TableName=table,
                 KeySchema=[
@@ -45,7 +45,12 @@ def app(monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
 
 def _check(app: App, handler: str, event: Envelope) -> str | None:
     # Their environments, as the stacks declare them: no IDEMPOTENCY_TABLE.
-    environment = {"ORDERS_TABLE": ORDERS, "INVENTORY_TABLE": INVENTORY, "POINTS_TABLE": POINTS}
+    environment = {
+        "ORDERS_TABLE": ORDERS,
+        "INVENTORY_TABLE": INVENTORY,
+        "POINTS_TABLE": POINTS,
+        "VERIFICATIONS_TABLE": VERIFICATIONS,
+    }
     function = FunctionInfo(
         "fn", "arn", handler.split(".")[0], 30, handler, 256, DECLARED, environment=environment
     )
@@ -133,6 +138,16 @@ def test_shipping_and_points_look_at_their_own_items(app: App) -> None:
     assert _check(app, points, _event("OrderRejected")) is not None  # paid, then rejected: not reversed
 
 
+def test_a_report_event_is_found_by_its_verification_record(app: App) -> None:
+    handler = "reports.handlers.verifier.handler"
+    event = new_envelope(
+        "ReportGenerated", identity=["r-1"], ids={}, payload={"reportId": "r-1"}, correlation_id="c-1"
+    )
+    assert "does not exist" in (_check(app, handler, event) or "")
+    _put(app, VERIFICATIONS, {"pk": "REPORT#r-1", "sk": "VERIFICATION", "status": "MISMATCH"})
+    assert _check(app, handler, event) is None  # any recorded status is the report's final outcome
+
+
 @pytest.mark.parametrize(
     ("handler", "variables"),
     [
@@ -141,6 +156,7 @@ def test_shipping_and_points_look_at_their_own_items(app: App) -> None:
         ("orders.handlers.failed_payments.handler", {"ORDERS_TABLE"}),
         ("orders.handlers.shipping.handler", {"ORDERS_TABLE"}),
         ("loyalty.handlers.points.handler", {"POINTS_TABLE"}),
+        ("reports.handlers.verifier.handler", {"VERIFICATIONS_TABLE"}),
     ],
 )
 def test_each_check_reads_tables_its_consumer_is_configured_with(handler: str, variables: set[str]) -> None:

@@ -312,7 +312,7 @@ def test_duplicate_delivery_is_acknowledged_with_one_record_and_no_second_read(
     assert len(metric_lines(capsys.readouterr().out, "VerificationMismatch")) == 1  # counted once
 
 
-def test_concurrent_duplicate_that_misses_the_early_read_is_stopped_by_the_marker(
+def test_concurrent_duplicate_that_misses_the_early_read_is_stopped_by_the_records_condition(
     world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from reports.wiring import wiring
@@ -463,3 +463,26 @@ def test_redirect_from_the_report_api_is_not_followed_and_is_parked(
     assert parked_reasons(world) == ["BusinessRejection"]
     assert report_api.calls() == []  # the redirect target was never requested
     assert world.verification("r-1") is None
+
+
+def test_the_record_is_one_put_that_holds_its_event_and_a_changed_payload_under_its_event_id_is_parked(
+    world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reports.wiring import wiring
+
+    from relay.entity_events import payload_hash
+
+    report_api.publish("r-1", CONTENT)
+    env = report_generated("r-1", sha256=SHA)
+    verify(env)
+    first = world.verification("r-1")
+    assert first is not None and first["seen"] == {env.event_id: payload_hash(env)}
+    # The same eventId with another payload (a producer bug), even past the early read: not applied.
+    monkeypatch.setattr(wiring().verification.store, "get", lambda _report_id: None)
+    changed = env.model_copy(update={"payload": {**(env.payload or {}), "url": None, "note": "edited"}})
+
+    response = verify(changed, receive_count=1)
+
+    assert failed_ids(response) == []  # parked, not retried
+    assert parked_reasons(world) == ["PayloadConflict"]
+    assert world.verification("r-1") == first
