@@ -284,15 +284,26 @@ def release_stock(
     _release_reservation(envelope, orders, inventory, order_id, now=now)
 
 
-def _not_releasable(envelope: Envelope, order_id: str) -> Callable[[dict[str, Any] | None], Exception]:
+def _not_cancelled(envelope: Envelope, order_id: str) -> Callable[[dict[str, Any] | None], Exception]:
+    """The release's condition failed because the order is not CANCELLED: the event lies; parked."""
+
     def explain(old: dict[str, Any] | None) -> Exception:
-        if old and old.get("stock") == str(StockHold.RELEASED):
-            return AlreadyApplied(f"stock of order {order_id} already released")
         status, _ = status_of(old)
         return IllegalTransition(
             f"event {envelope.event_id} says order {order_id} was cancelled, but it is {status or 'gone'}; "
             "stock not released. Parked: investigate the producer."
         )
+
+    return explain
+
+
+def _not_releasable(envelope: Envelope, order_id: str) -> Callable[[dict[str, Any] | None], Exception]:
+    not_cancelled = _not_cancelled(envelope, order_id)
+
+    def explain(old: dict[str, Any] | None) -> Exception:
+        if old and old.get("stock") == str(StockHold.RELEASED):
+            return AlreadyApplied(f"stock of order {order_id} already released")
+        return not_cancelled(old)
 
     return explain
 
@@ -314,13 +325,6 @@ def _release_reservation(
         steps.acknowledge(envelope, "reservation already released", order_id=order_id)
         return
 
-    def not_cancelled(old: dict[str, Any] | None) -> Exception:
-        status, _ = status_of(old)
-        return IllegalTransition(
-            f"event {envelope.event_id} says order {order_id} was cancelled, but it is {status or 'gone'}; "
-            "stock not released. Parked: investigate the producer."
-        )
-
     writes: list[BusinessWrite] = [
         inventory.release_write(
             order_id,
@@ -328,7 +332,9 @@ def _release_reservation(
             at=now_iso(now),
             on_condition_failed=steps.already(f"reservation of order {order_id} already released"),
         ),
-        orders.status_is_write(order_id, Status.CANCELLED, on_condition_failed=not_cancelled),
+        orders.status_is_write(
+            order_id, Status.CANCELLED, on_condition_failed=_not_cancelled(envelope, order_id)
+        ),
     ]
     writes.extend(inventory.give_back_write(line) for line in reservation.items)
     if not steps.commit(lambda: orders.apply(writes), envelope, order_id=order_id):
