@@ -21,7 +21,6 @@ hour -> one unchanged snapshot per agent.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import threading
@@ -36,12 +35,14 @@ import requests
 
 from emulator.server import client
 from local import lifecycle
-from local.sandbox import PROJECT_ROOT, Sandbox, snapshot, status_line
+from local.sandbox import PROJECT_ROOT, Sandbox, snapshot, status_line, stream_records
+from ops.paths import use_function_code
 
 TERMINAL = {"COMPLETED", "FAILED", "PAYMENT_UNRESOLVED", "INVOICE_FAILED", "CANCELLED"}
 CALLBACK_EVERY = 4  # every 4th payment asks for a completion notice (the sandbox's callback receiver)
 OUTAGE_EXPECTED_FROM = 50  # payments
 DEFAULT_PAYMENTS = 100  # `make demo`; DEMO_PAYMENTS or --payments for another size
+DUPLICATES = 10  # PaymentRequested events published again once half the operations are terminal
 
 
 def payment_body(i: int) -> dict[str, Any]:
@@ -122,33 +123,28 @@ class Scenario:
                     self.completed[operation] = finished.timestamp()
 
     def duplicate_deliveries(self, count: int) -> int:
-        """Publish already-published PaymentRequested envelopes again, as an SNS redelivery would."""
-        ddb = client("dynamodb", self.sb.endpoint)
-        sns = client("sns", self.sb.endpoint)
-        topic = next(iter(self.sb.topology.topics.values()))
-        for name, arn in self.sb.topology.topics.items():
-            if "payment-events" in name:
-                topic = arn
-        table = next(t for t in self.sb.topology.tables if t.endswith("operations"))
+        """Publish ``count`` PaymentRequested events again, as an SNS redelivery would: the events
+        exactly as the operations' first writes put them in the table, read back from its stream,
+        and published with the attributes the stream publisher gives them."""
+        use_function_code()
+        from payments.subscriptions import message_attributes
+
+        from relay.entity_events import new_events
+        from relay.idempotency import deserialize_item
+        from relay.outbox import sns_publisher
+
+        topic = next(arn for name, arn in self.sb.topology.topics.items() if "payment-events" in name)
+        publish = sns_publisher(topic, client("sns", self.sb.endpoint), message_attributes)
+        table = lifecycle.operations_table(self.sb.topology.tables)
         sent = 0
-        for page in ddb.get_paginator("scan").paginate(TableName=table):
-            for item in page.get("Items", []):
-                if sent >= count:
-                    return sent
-                if item.get("eventType", {}).get("S") == "PaymentRequested" and "envelope" in item:
-                    envelope = json.loads(item["envelope"]["S"])
-                    sns.publish(
-                        TopicArn=topic,
-                        Message=item["envelope"]["S"],
-                        MessageAttributes={
-                            "eventType": {"DataType": "String", "StringValue": "PaymentRequested"},
-                            "correlationId": {
-                                "DataType": "String",
-                                "StringValue": str(envelope.get("correlationId") or "demo"),
-                            },
-                        },
-                    )
+        for record in stream_records(self.sb.endpoint, table):
+            image = deserialize_item(record["dynamodb"].get("NewImage") or {})
+            for event in new_events(record):
+                if event.event_type == "PaymentRequested" and event.ids.get("operationId") in self.accepted:
+                    publish(event, image)
                     sent += 1
+                    if sent == count:
+                        return sent
         return sent
 
     def poison(self) -> str:
@@ -196,7 +192,7 @@ class Scenario:
                 future.result()
         poison_id = self.poison()
         print(f"  {len(self.accepted)} payments accepted; poison message {poison_id[:8]} sent", file=out)
-        duplicates_sent = 0
+        duplicates_sent: int | None = None  # None: not injected yet
         deadline = time.time() + 100
         # Progress comes from one table scan a second (cheap); each operation is then read once
         # over HTTP, so the watching does not compete with the work for the 2 cores.
@@ -205,8 +201,8 @@ class Scenario:
             terminal = sum(n for state, n in snap["operations"].items() if state in TERMINAL)
             if not self.outage_started and snap["operations"].get("PENDING", 0) < len(self.accepted):
                 self.start_outage(out)
-            if not duplicates_sent and terminal >= len(self.accepted) // 2:
-                duplicates_sent = self.duplicate_deliveries(10)
+            if duplicates_sent is None and terminal >= len(self.accepted) // 2:
+                duplicates_sent = self.duplicate_deliveries(self.duplicates_wanted)
                 print(
                     f"\n  re-published {duplicates_sent} PaymentRequested events (duplicate delivery)",
                     file=out,
@@ -218,14 +214,18 @@ class Scenario:
             # Every operation in the table, the orders' payments included: counting only ours let a
             # small run stop while one of them was still between the stream and its queue.
             everything = max(len(self.accepted), sum(snap["operations"].values()))
-            if duplicates_sent and terminal >= everything and idle:
+            if duplicates_sent is not None and terminal >= everything and idle:
                 break
             time.sleep(1)
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(self.poll, list(self.accepted)))
         print(file=out)
         self.sweep(out)
-        return self.report(poison_id, duplicates_sent, out)
+        return self.report(poison_id, duplicates_sent or 0, out)
+
+    @property
+    def duplicates_wanted(self) -> int:
+        return min(DUPLICATES, len(self.accepted))
 
     def sweep(self, out: Any) -> None:
         """Fire the payments sweeper once and wait for it: whatever it finds overdue it re-drives or
@@ -295,6 +295,8 @@ class Scenario:
             "every operation charged exactly once": charge_counts == Counter({1: len(self.accepted)}),
             "every operation invoiced exactly once": invoice_counts == Counter({1: len(self.accepted)}),
             "client retries returned the same operation": self.replay_mismatches == 0,
+            f"{self.duplicates_wanted} duplicate deliveries injected": duplicates_sent > 0
+            and duplicates_sent == self.duplicates_wanted,
             "each callback got exactly one notice, validly signed": bool(self.with_callback)
             and notice_verdicts == Counter({"1 valid": len(self.with_callback)})
             and not uninvited,

@@ -24,7 +24,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from emulator.server import client
-from local.sandbox import PROJECT_ROOT, Sandbox
+from local.sandbox import PROJECT_ROOT, Sandbox, stream_records
 from ops.seed_stock import DEFAULT_FILE, load_levels, seed_stock
 
 if TYPE_CHECKING:
@@ -388,20 +388,9 @@ class OrdersReader:
                 _, event_type, event_id = row["sk"]["S"].split("#", 2)
                 events[event_id] = event_type
         wanted = {f"ORDER#{order_id}" for order_id in order_ids}
-        streams = client("dynamodbstreams", self.sb.endpoint)
-        arn = self.ddb.describe_table(TableName=self.orders_table)["Table"]["LatestStreamArn"]
-        for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-            iterator = streams.get_shard_iterator(
-                StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-            )["ShardIterator"]
-            while iterator:
-                answer = streams.get_records(ShardIterator=iterator, Limit=1000)
-                for record in answer.get("Records", []):
-                    if record["dynamodb"]["Keys"]["pk"]["S"] in wanted:
-                        events.update((e.event_id, e.event_type) for e in new_events(record))
-                if not answer.get("Records"):
-                    break
-                iterator = answer.get("NextShardIterator")
+        for record in stream_records(self.sb.endpoint, self.orders_table):
+            if record["dynamodb"]["Keys"]["pk"]["S"] in wanted:
+                events.update((e.event_id, e.event_type) for e in new_events(record))
         return events
 
     def archive(self) -> ArchiveRead | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,24 @@ def snapshot(state: dict[str, Any]) -> dict[str, Any]:
         "operations": dict(operations),
         "orders": dict(orders),
     }
+
+
+def stream_records(endpoint: str, table: str) -> Iterator[dict[str, Any]]:
+    """Every record of ``table``'s stream, oldest first, as its stream publisher receives them (the
+    stream keeps 24 hours: a whole sandbox run)."""
+    ddb = client("dynamodb", endpoint)
+    streams = client("dynamodbstreams", endpoint)
+    arn = ddb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+        iterator = streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while iterator:
+            answer = streams.get_records(ShardIterator=iterator, Limit=1000)
+            yield from answer.get("Records", [])
+            if not answer.get("Records"):
+                break
+            iterator = answer.get("NextShardIterator")
 
 
 def status_line(snap: dict[str, Any]) -> str:
