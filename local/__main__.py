@@ -1,4 +1,5 @@
-"""The sandbox's CLI: ``python -m local up | status | demo | chaos | fire-schedule [NAME] | iam-report``,
+"""The sandbox's CLI: ``python -m local up | status | demo | chaos | fire-schedule [NAME] | iam-report |
+readme-sample`` (the README's sample from the last demo's transcript, ``local.demo_readme``),
 and ``python -m local smoke`` (``ops smoke`` against the sandbox, started for the run when none runs)."""
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from local.sandbox import STATE_FILE, Sandbox, SandboxConfig, cli_hint, snapshot
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m local", description=__doc__)
-    parser.add_argument("command", choices=["up", "status", "demo", "chaos", "fire-schedule", "iam-report"])
+    parser.add_argument(
+        "command", choices=["up", "status", "demo", "chaos", "fire-schedule", "iam-report", "readme-sample"]
+    )
     parser.add_argument("name", nargs="?", help="fire-schedule: the schedule to fire (default: all)")
     parser.add_argument("--emulator-port", type=int, default=4566)
     parser.add_argument(
@@ -142,23 +145,61 @@ def _interrupt(*_: object) -> None:
     raise KeyboardInterrupt
 
 
+class _Tee:
+    """stdout, and a copy of every write in the demo's transcript (``local.demo_readme.TRANSCRIPT``)."""
+
+    def __init__(self, stream: Any, copy: Any) -> None:
+        self.stream, self.copy = stream, copy
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return int(self.stream.write(text))
+
+    def flush(self) -> None:
+        self.copy.flush()
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from local.demo import run_demo
+    from local.demo_readme import TRANSCRIPT
 
     # SIGTERM (CI timeouts, `timeout`) must shut down as cleanly as Ctrl-C.
     signal.signal(signal.SIGTERM, _interrupt)
 
-    started = time.time()
-    sandbox = Sandbox(_config(args))
-    try:
-        sandbox.start()
-        code = run_demo(sandbox) if args.payments is None else run_demo(sandbox, payments=args.payments)
-    except KeyboardInterrupt:
-        code = 130
-    finally:
-        sandbox.close()
-    print(f"\ndemo {'PASSED' if code == 0 else 'FAILED'} in {time.time() - started:.0f} s")
+    TRANSCRIPT.parent.mkdir(parents=True, exist_ok=True)
+    with TRANSCRIPT.open("w", encoding="utf-8") as transcript:
+        real, sys.stdout = sys.stdout, _Tee(sys.stdout, transcript)
+        try:
+            started = time.time()
+            sandbox = Sandbox(_config(args))
+            try:
+                sandbox.start()
+                code = (
+                    run_demo(sandbox) if args.payments is None else run_demo(sandbox, payments=args.payments)
+                )
+            except KeyboardInterrupt:
+                code = 130
+            finally:
+                sandbox.close()
+            print(f"\ndemo {'PASSED' if code == 0 else 'FAILED'} in {time.time() - started:.0f} s")
+        finally:
+            sys.stdout = real
     return code
+
+
+def _readme_sample() -> int:
+    from local.demo_readme import README, TRANSCRIPT, write_readme
+
+    if not TRANSCRIPT.exists():
+        print(f"error: no demo transcript at {TRANSCRIPT}: run make demo first", file=sys.stderr)
+        return 2
+    write_readme()
+    print(f"{README.name}: the demo-output block rewritten from {TRANSCRIPT}")
+    return 0
 
 
 def _chaos(args: argparse.Namespace) -> int:
@@ -276,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _chaos(args)
     if args.command == "iam-report":
         return _iam_report(args)
+    if args.command == "readme-sample":
+        return _readme_sample()
     return _fire_schedule(args)
 
 

@@ -29,6 +29,7 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -505,7 +506,8 @@ def iam_section(sandbox: Sandbox) -> bool:
     print("\niam: every AWS call authorized against its function's synthesized role", flush=True)
     print(f"  {'calls authorized':<45}{calls}")
     print(f"  {'calls denied':<45}{denied}")
-    print(f"  {'report (grants never used, denials)':<45}{path}")
+    shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    print(f"  {'report (grants never used, denials)':<45}{shown}")
     print(f"  {lines[-1]}")
     ok = denied == 0
     print(f"\n  {'PASS' if ok else 'FAIL'}  no call denied by IAM")

@@ -43,6 +43,8 @@ def scope_of(nodeid: str) -> str:
     return nodeid
 
 
+# The demo as `make demo` runs it (a minute, a sandbox of its own).
+DEMO = "tests/demo/"
 # Known to take long on their own (tests/durations in the README's profile), started first.
 SLOW = ("tests/handlers/payments/test_payments_pipeline.py", "tests/handlers/orders/test_orders_pipeline.py")
 
@@ -52,7 +54,7 @@ def rank(nodeid: str) -> int:
     two e2e scopes and the example's stage, the handlers' pipeline tests, infra (one synth, then many
     quick tests), the rest."""
     scope = scope_of(nodeid)
-    if scope in ("chaos", "e2e", "e2e-api", "examples"):
+    if scope in ("chaos", "e2e", "e2e-api", "examples") or nodeid.startswith(DEMO):
         return 0
     if nodeid.startswith(SLOW):
         return 1
