@@ -901,7 +901,23 @@ class Chaos:
             ),
             ("webhook / notice redeliveries (same Idempotency-Key)", f"{webhook_repeats} / {notice_repeats}"),
         ]
+        # A fault kind the run claims and never injected would pass for a system that survived it.
+        claimed = {
+            "environments killed": sum(kills.values()),
+            "records delivered twice": duplicated,
+            "records delivered late": self.tally.late_duplicates,
+            "partner outages": sum(self.tally.outages.values()),
+            "poison messages": len(self.poisons),
+            "garbage HTTP bodies": sum(self.tally.garbage.values()),
+            **{f"AWS fault {kind}": faults_by_kind.get(kind, 0) for kind in aws_faults.KINDS},
+        }
+        not_injected = [what for what, n in claimed.items() if n == 0]
         checks: list[tuple[str, bool, str]] = [
+            (
+                "every fault kind the run claims was injected at least once",
+                self.rate <= 0 or not not_injected,
+                "none of: " + ", ".join(not_injected),
+            ),
             ("the run settled: everything terminal, queues empty", settled, ""),
             (
                 "every accepted operation is terminal, with a reason; nothing stranded in any flow",
