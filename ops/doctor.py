@@ -1,6 +1,9 @@
 """``python -m ops doctor``: the SNS → SQS → Lambda checklist, for every subscription and consumer.
 
 Each check is PASS or FAIL with what was found and, on FAIL, the fix; any FAIL makes the exit code 1.
+Last, ``data layout``: how many items of an older layout ``ops migrate`` would still rewrite (a scan
+of each table it migrates), each a FAIL until it is 0.
+
 The checks are the failure modes the constructs and the synth guards exist to prevent
 (``infra/guards.py``), verified on what is deployed, where drift or a hand edit shows:
 
@@ -228,7 +231,21 @@ class Doctor:
                             "redeploy the stack that owns it, or unsubscribe: SNS is sending to nowhere",
                         )
                     )
+        checks.extend(self._layouts())
         return checks
+
+    def _layouts(self) -> list[Check]:
+        """How many items of an older data layout each ``ops migrate`` pass would still rewrite: the
+        release without the older layout's readers may be deployed only when every count is 0."""
+        from ops.migrate import older_items, passes
+
+        services = {p.name: p.service for p in passes()}
+        fix = f"python -m ops migrate --stage {self.app.stage} --reason '…' (docs/deployment.md)"
+        return [
+            Check("data layout", f"{name}: none left", count == 0, f"{count} of an older layout", fix)
+            for name, count in older_items(self.app).items()
+            if self._wanted(services[name])
+        ]
 
     def _wanted(self, service: str) -> bool:
         return self.service is None or service == self.service

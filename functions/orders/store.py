@@ -255,6 +255,7 @@ class OrderStore(EntityStore):
             "history": [_history_to_item(h.entry()) for h in order.history],
             "requestSha256": request_sha256,
             entity_events.SEEN_ATTRIBUTE: {},
+            entity_events.SCHEMA_VERSION_ATTRIBUTE: entity_events.SCHEMA_VERSION,
         }
         item[entity_events.EVENTS_ATTRIBUTE] = [entity_events.compact(event, _held(order))]
         self.apply_one(

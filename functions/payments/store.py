@@ -291,6 +291,7 @@ class OperationStore(EntityStore):
             "updatedAt": operation.updated_at,
             "steps": [_step_to_item(s.entry()) for s in operation.steps],
             entity_events.SEEN_ATTRIBUTE: {},
+            entity_events.SCHEMA_VERSION_ATTRIBUTE: entity_events.SCHEMA_VERSION,
             **deadlines.deadline_attributes(operation.operation_id, deadline, self.deadline_shards),
         }
         if operation.correlation_id == operation.operation_id:

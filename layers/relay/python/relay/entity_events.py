@@ -35,6 +35,10 @@ from relay.idempotency import BusinessWrite, payload_conflict
 
 EVENTS_ATTRIBUTE = "ev"
 SEEN_ATTRIBUTE = "seen"
+# Which layout an entity item is in. 2: one write per step (``seen`` and ``ev`` in the item); an item
+# without it was written before (``ops migrate`` rewrites it, ``ops doctor`` counts what is left).
+SCHEMA_VERSION_ATTRIBUTE = "schemaVersion"
+SCHEMA_VERSION = 2
 # 64 bits of the payload's sha256: enough to tell a conflicting replay from a duplicate (a collision
 # would need 2^32 different payloads under one eventId), at a quarter of the bytes of the full hash.
 HASH_DIGITS = 16
