@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from orders.store import order_from_item
 
-from ops.app import App
-from ops.migrate import ORDERS_PUBLISHER, Context, passes, run_pass
+from ops.migrate import ORDERS_PUBLISHER
 from relay import entity_events
+from tests.handlers.migration import WorldApp
+from tests.handlers.migration import migrate as run_migration
 from tests.handlers.orders.api_client import cancel
 from tests.handlers.orders.conftest import STOCK
 from tests.handlers.orders.test_orders_old_layout import ORDER_ID, _created, _old_order, _old_reservation
@@ -34,24 +35,13 @@ from tests.handlers.orders.world import (
 from tests.handlers.orders.world import REGION as WORLD_REGION
 
 
-class WorldApp(App):
-    """The world's tables under the names ``ops`` would give them on a stage."""
-
-    def name(self, service: str, short: str) -> str:
-        return {
-            ("orders", "orders"): ORDERS_TABLE,
-            ("orders", "inventory"): INVENTORY_TABLE,
-        }.get((service, short), f"missing-{service}-{short}")
+def world_app() -> WorldApp:
+    tables = {("orders", "orders"): ORDERS_TABLE, ("orders", "inventory"): INVENTORY_TABLE}
+    return WorldApp("dev", WORLD_REGION, tables=tables)
 
 
 def migrate(world: OrdersWorld, *, dry_run: bool = False) -> dict[str, dict[str, int]]:
-    ctx = Context(
-        WorldApp("dev", WORLD_REGION),
-        dry_run=dry_run,
-        rate=0,
-        environments={ORDERS_PUBLISHER: world.env()},
-    )
-    return {step.name: dict(run_pass(ctx, step, {})) for step in passes() if step.service == "orders"}
+    return run_migration(world_app(), "orders", {ORDERS_PUBLISHER: world.env()}, dry_run=dry_run)
 
 
 def outbox_rows(world: OrdersWorld) -> list[dict[str, Any]]:
@@ -199,7 +189,7 @@ def test_doctor_counts_the_items_of_an_older_layout_until_the_migration_leaves_n
 
     _old_order(world, status="RESERVED", version=2)
     _old_reservation(world)
-    app = WorldApp("dev", WORLD_REGION)
+    app = world_app()
 
     before = older_items(app)
     migrate(world)

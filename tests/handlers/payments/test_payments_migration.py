@@ -10,10 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 from local.fakes.invoice_api import InvoiceApiFake
 from local.fakes.legacy_payments import LegacyPaymentsFake
-from ops.app import App
-from ops.migrate import PAYMENTS_API, PAYMENTS_PUBLISHER, Context, passes, run_pass
+from ops.migrate import PAYMENTS_API, PAYMENTS_PUBLISHER
 from relay import entity_events
 from tests.builders import failed_ids
+from tests.handlers.migration import WorldApp
+from tests.handlers.migration import migrate as run_migration
 from tests.handlers.payments.builders import deliver
 from tests.handlers.payments.pipeline import IDEMPOTENCY_TABLE, OPERATIONS_TABLE, REGION, Infrastructure, Pump
 from tests.handlers.payments.test_payments_old_layout import (
@@ -31,22 +32,11 @@ from tests.handlers.payments.test_payments_old_layout import (
 )
 
 
-class WorldApp(App):
-    def name(self, service: str, short: str) -> str:
-        return {
-            ("payments", "operations"): OPERATIONS_TABLE,
-            ("payments", "idempotency"): IDEMPOTENCY_TABLE,
-        }.get((service, short), f"missing-{service}-{short}")
-
-
 def migrate(infra: Infrastructure, *, dry_run: bool = False) -> dict[str, dict[str, int]]:
-    ctx = Context(
-        WorldApp("dev", REGION),
-        dry_run=dry_run,
-        rate=0,
-        environments={PAYMENTS_PUBLISHER: infra.env(), PAYMENTS_API: infra.env()},
-    )
-    return {step.name: dict(run_pass(ctx, step, {})) for step in passes() if step.service == "payments"}
+    tables = {("payments", "operations"): OPERATIONS_TABLE, ("payments", "idempotency"): IDEMPOTENCY_TABLE}
+    app = WorldApp("dev", REGION, tables=tables)
+    environments = {PAYMENTS_PUBLISHER: infra.env(), PAYMENTS_API: infra.env()}
+    return run_migration(app, "payments", environments, dry_run=dry_run)
 
 
 def test_an_operation_accepted_before_is_migrated_then_completed_once(
