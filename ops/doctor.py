@@ -237,18 +237,23 @@ class Doctor:
     def _layouts(self) -> list[Check]:
         """How many items of an older data layout each ``ops migrate`` pass would still rewrite: the
         release without the older layout's readers may be deployed only when every count is 0."""
-        from ops.migrate import older_items, passes
+        from ops.migrate import DRAINING, older_items, passes
 
-        services = {p.name: p.service for p in passes()}
-        fix = f"python -m ops migrate --stage {self.app.stage} --reason '…' (docs/deployment.md)"
+        services = {p.name: p.service for p in passes()} | {what: service for service, _, what in DRAINING}
+        drained = {what for _, _, what in DRAINING}
+        rewrite = f"python -m ops migrate --stage {self.app.stage} --reason '…' (docs/deployment.md)"
+        drain = "its consumer drains it (python -m ops status); what it parked: python -m ops dlq redrive"
         return [
-            Check("data layout", f"{name}: none left", count == 0, f"{count} of an older layout", fix)
+            Check(
+                "data layout",
+                f"{name}: none left",
+                count == 0,
+                f"{count} left",
+                drain if name in drained else rewrite,
+            )
             for name, count in older_items(self.app).items()
             if self._wanted(services[name])
         ]
-
-    def _wanted(self, service: str) -> bool:
-        return self.service is None or service == self.service
 
     # subscription checks -----------------------------------------------------------------------
 
