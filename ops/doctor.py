@@ -255,6 +255,9 @@ class Doctor:
             if self._wanted(services[name])
         ]
 
+    def _wanted(self, service: str) -> bool:
+        return self.service is None or service == self.service
+
     # subscription checks -----------------------------------------------------------------------
 
     def _confirmed(self, subscription: SubscriptionInfo, subject: str) -> Check:
