@@ -45,9 +45,9 @@ BASKETS: list[list[tuple[str, int]]] = [
 
 
 class OrdersScenario:
-    def __init__(self, sandbox: Sandbox, *, orders: int = 12, out: Any = sys.stdout) -> None:
+    def __init__(self, sandbox: Sandbox, *, orders: int = 12, out: Any = None) -> None:
         self.sb = sandbox
-        self.out = out
+        self.out = out or sys.stdout  # read at call time: the demo's transcript replaces sys.stdout
         self.read = OrdersReader(sandbox)
         self.enabled = self.read.enabled
         self.count = orders

@@ -1,7 +1,7 @@
 """What the sandbox's operations look like after a run: by state, and what is left behind.
 
-"Stranded" is what the payments sweeper would act on: a non-terminal operation, or an outbox row
-never published, whose deadline has passed -- read from the tables' deadline index
+"Stranded" is what the payments sweeper would act on: a non-terminal operation whose deadline has
+passed -- read from the tables' deadline index
 (``relay.deadlines``: one Query per shard, no scan). After a demo or an e2e run, with the sweeper
 fired once at the end, both counts must be 0.
 """
@@ -28,21 +28,20 @@ def operations_table(tables: Any) -> str:
 
 
 def stranded(endpoint: str, table: str, now: datetime | None = None) -> Counter[str]:
-    """Items past their deadline, by kind (``operation``, ``outbox``)."""
+    """Items past their deadline, by kind (``operation``; anything else by its sort key)."""
     from relay import deadlines
 
     found: Counter[str] = Counter()
     for item in deadlines.overdue(client("dynamodb", endpoint), table, now or datetime.now(UTC)):
         # The ``due`` index projects keys only: the sort key says what the item is.
-        found["operation" if item.get("sk") == "OPERATION" else str(item.get("kind") or "outbox")] += 1
+        found["operation" if item.get("sk") == "OPERATION" else str(item.get("sk"))] += 1
     return found
 
 
 def left_behind(endpoint: str, tables: Any, now: datetime | None = None) -> Counter[str]:
     """What any flow left behind after a run, by what it is: the payments' overdue work
     (``stranded``), an ended operation still in the deadline index (its last events were never
-    published: the stream publisher takes it out once they are), and an outbox row never published
-    in any table with a stream (payments, orders)."""
+    published: the stream publisher takes it out once they are)."""
     found: Counter[str] = Counter()
     operations = operations_table(tables)
     for kind, n in stranded(endpoint, operations, now).items():
@@ -59,16 +58,6 @@ def left_behind(endpoint: str, tables: Any, now: datetime | None = None) -> Coun
             item = ddb.get_item(TableName=operations, Key=keys, ConsistentRead=True).get("Item") or {}
             if "expiresAt" in item:
                 found["payments ended, events unpublished"] += 1
-    for table in tables:
-        if not (table.endswith("payments-operations") or table.endswith("orders-orders")):
-            continue
-        for page in ddb.get_paginator("scan").paginate(
-            TableName=table,
-            FilterExpression="kind = :outbox AND attribute_not_exists(publishedAt)",
-            ExpressionAttributeValues={":outbox": {"S": "outbox"}},
-            ConsistentRead=True,
-        ):
-            found[f"{table.rsplit('-', 2)[-2]} outbox rows unpublished"] += len(page.get("Items", []))
     return +found
 
 

@@ -230,23 +230,12 @@ def _order_key(subject: Subject) -> tuple[str, Mapping[str, str]]:
     return "ORDERS_TABLE", {"pk": f"ORDER#{subject.envelope.ids.get('orderId', '')}", "sk": "ORDER"}
 
 
-def _reservation_item(subject: Subject) -> dict[str, Any] | None:
-    """The reservation item of the layout before issue 33 (the order's own ``stock`` says it now)."""
-    order_id = subject.envelope.ids.get("orderId", "")
-    return _item(subject, "INVENTORY_TABLE", {"pk": f"ORDER#{order_id}", "sk": "RESERVATION"})
-
-
 def _stock_moved(subject: Subject, order: dict[str, Any]) -> bool:
     status, stock = _text(order, "status"), _text(order, "stock")
     if subject.envelope.event_type == "OrderCancelled":
-        if stock is not None:
-            return stock == "RELEASED"
-        reservation = _reservation_item(subject)
-        return _text(reservation, "status") == "RELEASED" if reservation else status == "CANCELLED"
-    # OrderCreated: reserved, or not to be (rejected, cancelled first), or reserved by the layout before.
-    if stock is not None or status in ("RESERVED", "REJECTED", "CANCELLED"):
-        return True
-    return _reservation_item(subject) is not None
+        return stock == "RELEASED" if stock is not None else status == "CANCELLED"
+    # OrderCreated: reserved, or not to be (rejected, cancelled first).
+    return stock is not None or status in ("RESERVED", "REJECTED", "CANCELLED")
 
 
 def _paid(subject: Subject, order: dict[str, Any]) -> bool:
@@ -311,7 +300,7 @@ EVIDENCE: dict[str, Evidence] = {
         "none: a sweep acts on whatever is due then, not on one event; ops status shows the backlog", None
     ),
     "orders.handlers.inventory.handler": Evidence(
-        ORDER_RECORD + ", else its stock reserved or released (or its reservation item, before issue 33)",
+        ORDER_RECORD + ", else its stock reserved or released",
         _recorded("order", _order_key, _stock_moved),
     ),
     "orders.handlers.paid_orders.handler": Evidence(

@@ -247,9 +247,9 @@ ORDERS_PUBLISHER = "orders.handlers.outbox_publisher.handler"
 def republish_order(
     app: App, order_id: str, *, reason: str, publisher_env: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """Publish again what the order's last write put into it (``ev``) and any outbox row of the layout
-    before that was never marked published, exactly as the orders stream publisher does (SNS
-    ``order-events``, and the bus for its integration events); returns the audit record.
+    """Publish again what the order's last write put into it (``ev``), exactly as the orders stream
+    publisher does (SNS ``order-events``, and the bus for its integration events); returns the audit
+    record.
 
     Orders have no sweeper: when the stream's retries for a batch are spent (its records go to the
     stream's failure destination), the events are still in the items, and this puts them out. Every
@@ -258,9 +258,7 @@ def republish_order(
     from orders.subscriptions import BUS_EVENT_TYPES, ORDERS_SOURCE
 
     from relay import entity_events
-    from relay.envelope import Envelope
-    from relay.idempotency import serialize_item
-    from relay.outbox import BusRoute, bus_publisher, mark_published, sns_publisher
+    from relay.outbox import BusRoute, bus_publisher, sns_publisher
 
     if not reason.strip():
         raise RepublishRefused("a re-publish needs --reason (why the events did not go out)")
@@ -270,23 +268,14 @@ def republish_order(
     item = next((r for r in rows if r.get("sk") == "ORDER"), None)
     if item is None:
         raise RepublishRefused(f"no order {order_id} in {table}")
-    events: list[tuple[Envelope, dict[str, Any], dict[str, Any] | None]]
-    events = [(event, item, None) for event in entity_events.events_in(item)]
-    events += [
-        (Envelope.from_json(str(row["envelope"])), row, row)
-        for row in rows
-        if row.get("kind") == "outbox" and not row.get("publishedAt")
-    ]
+    events = entity_events.events_in(item)
     sns = sns_publisher(env["EVENTS_TOPIC_ARN"], app.client("sns"))
     bus = bus_publisher(
         BusRoute(env["EVENT_BUS_NAME"], ORDERS_SOURCE, frozenset(BUS_EVENT_TYPES)), app.client("events")
     )
-    for event, origin, legacy_row in events:
-        sns(event, origin)
-        bus(event, origin)
-        if legacy_row is not None:
-            key = serialize_item({"pk": legacy_row["pk"], "sk": legacy_row["sk"]})
-            mark_published(app.client("dynamodb"), table, key)
+    for event in events:
+        sns(event, item)
+        bus(event, item)
     now = datetime.now(UTC)
     record = {
         "at": now.isoformat().replace("+00:00", "Z"),
@@ -294,7 +283,7 @@ def republish_order(
         "orderId": order_id,
         "status": item.get("status"),
         "reason": reason,
-        "republished": [{"eventType": e.event_type, "eventId": e.event_id} for e, _, _ in events],
+        "republished": [{"eventType": e.event_type, "eventId": e.event_id} for e in events],
     }
     _append(REPUBLISH_AUDIT_FILE, record)
     return record
@@ -412,9 +401,9 @@ def register(subparsers: Any, add_connection_arguments: Any, connect: Any) -> No
     rpo = subparsers.add_parser(
         "republish-order",
         help="publish again an order's last events, from the order itself (consumers dedupe; audited)",
-        description="Publishes the events the order's last write put into it, and any unpublished outbox "
-        "row of the layout before, as the orders stream publisher does: for events whose stream batch "
-        "went to the stream's failure destination. Orders have no sweeper to do it.",
+        description="Publishes the events the order's last write put into it, as the orders stream "
+        "publisher does: for events whose stream batch went to the stream's failure destination. Orders "
+        "have no sweeper to do it.",
     )
     rpo.add_argument("id", help="the orderId")
     rpo.add_argument(

@@ -225,24 +225,19 @@ def ddb_stream_event(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return {"Records": list(records)}
 
 
-def outbox_insert(
+def item_insert(
     env: Envelope,
     *,
     keys: Mapping[str, Any] | None = None,
     table: str = "relay-table",
     sequence_number: str | None = None,
 ) -> dict[str, Any]:
-    """The stream record DynamoDB emits when relay.outbox.outbox_write's row is inserted."""
-    key = dict(keys or {"pk": {"S": f"OUTBOX#{env.event_id}"}})
-    image = {
-        **key,
-        "kind": {"S": "outbox"},
-        "eventId": {"S": env.event_id},
-        "eventType": {"S": env.event_type},
-        "correlationId": {"S": env.correlation_id},
-        "envelope": {"S": env.to_json()},
-        "createdAt": {"S": "2024-05-01T10:00:00Z"},
-    }
+    """The stream record DynamoDB emits when an entity item holding ``env`` (its ``ev``, as one write
+    per step writes it) is inserted: what the stream publisher publishes."""
+    from relay.entity_events import EVENTS_ATTRIBUTE, compact
+
+    key = dict(keys or {"pk": {"S": f"ENTITY#{env.event_id}"}, "sk": {"S": "ENTITY"}})
+    image = {**key, EVENTS_ATTRIBUTE: {"L": [{"S": compact(env)}]}}
     return ddb_stream_record(
         "INSERT", keys=key, new_image=image, table=table, sequence_number=sequence_number
     )

@@ -9,8 +9,7 @@ Every step follows the kernel's rules (one write per step, ``relay.entity_events
   version that were read, recording the event it processed and the event it produces in the order;
   moving stock is ONE transaction: the order (the step's record: its ``stock`` says what it holds, and
   its ``seen`` the event) and one write per SKU -- a writer that lost a race re-reads (transient retry)
-  and decides again. Orders reserved by the layout before kept that record in a reservation item of
-  the inventory table; it is still read and released;
+  and decides again;
 * business outcomes (not enough stock, a payment for an order that cannot take it) are committed and
   acknowledged, never retried forever nor parked as poison.
 """
@@ -41,7 +40,7 @@ from orders.orders import (
     now_iso,
     plan_transition,
 )
-from orders.store import InventoryStore, OrderStore, ReservationStatus, status_of
+from orders.store import InventoryStore, OrderStore, status_of
 from orders.subscriptions import (
     ORDER_CANCELLED,
     ORDER_CREATED,
@@ -166,11 +165,6 @@ def reserve_stock(
             envelope, f"order is {order.status}; nothing to reserve", metric=None, order_id=order_id
         )
         return
-    if order.status is Status.PAID and inventory.get_reservation(order_id) is not None:
-        # Paid before the reservation, which the layout before recorded in a reservation item.
-        steps.acknowledge(envelope, "stock already reserved for the order", order_id=order_id)
-        return
-
     # The order first: when a concurrent delivery already reserved, the order (not the stock it
     # consumed) is what the failed transaction is explained by.
     writes: list[BusinessWrite] = []
@@ -256,7 +250,7 @@ def release_stock(
 ) -> None:
     """OrderCancelled -> give back exactly what the order took, once: ONE transaction of the order's
     ``stock`` RESERVED -> RELEASED (the step's record, only if the order IS cancelled) and one increment
-    per SKU. An order reserved by the layout before is released through its reservation item."""
+    per SKU."""
     order_id = steps.required_id(envelope, "orderId")
     order = orders.get_order(order_id)
     if order is not None and steps.duplicate(order.seen, envelope, order_id=order_id):
@@ -281,7 +275,9 @@ def release_stock(
         record_metric("StockReleased", event_type=envelope.event_type)
         logger().info("stock released", extra={"order_id": order_id, "skus": len(order.items)})
         return
-    _release_reservation(envelope, orders, inventory, order_id, now=now)
+    # Cancelled before inventory reserved anything; the reservation can no longer happen either (it is
+    # conditional on the order's state, which is now CANCELLED for good).
+    steps.acknowledge(envelope, "nothing was reserved; nothing to release", metric=None, order_id=order_id)
 
 
 def _not_cancelled(envelope: Envelope, order_id: str) -> Callable[[dict[str, Any] | None], Exception]:
@@ -306,41 +302,6 @@ def _not_releasable(envelope: Envelope, order_id: str) -> Callable[[dict[str, An
         return not_cancelled(old)
 
     return explain
-
-
-def _release_reservation(
-    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, order_id: str, *, now: datetime
-) -> None:
-    """The layout before: the reservation item RESERVED -> RELEASED (the step's record), one increment
-    per SKU, and a check that the order IS cancelled, in ONE transaction."""
-    reservation = inventory.get_reservation(order_id)
-    if reservation is None:
-        # Cancelled before inventory reserved anything; the reservation can no longer happen either
-        # (it is conditional on the order's state, which is now CANCELLED for good).
-        steps.acknowledge(
-            envelope, "nothing was reserved; nothing to release", metric=None, order_id=order_id
-        )
-        return
-    if reservation.status is ReservationStatus.RELEASED:
-        steps.acknowledge(envelope, "reservation already released", order_id=order_id)
-        return
-
-    writes: list[BusinessWrite] = [
-        inventory.release_write(
-            order_id,
-            event_id=envelope.event_id,
-            at=now_iso(now),
-            on_condition_failed=steps.already(f"reservation of order {order_id} already released"),
-        ),
-        orders.status_is_write(
-            order_id, Status.CANCELLED, on_condition_failed=_not_cancelled(envelope, order_id)
-        ),
-    ]
-    writes.extend(inventory.give_back_write(line) for line in reservation.items)
-    if not steps.commit(lambda: orders.apply(writes), envelope, order_id=order_id):
-        return
-    record_metric("StockReleased", event_type=envelope.event_type)
-    logger().info("stock released", extra={"order_id": order_id, "skus": len(reservation.items)})
 
 
 # -------------------------------------------------------------------------------------------------

@@ -19,13 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from orders.store import (
-    ORDER_SK,
-    RESERVATION_SK,
-    _history_to_item,
-    history_entry_from_item,
-    order_key,
-)
+from orders.store import ORDER_SK, _history_to_item, order_key
 from relay import entity_events
 from relay.expressions import Condition, Update
 from relay.idempotency import apply_write, apply_writes, delete
@@ -33,6 +27,8 @@ from relay.idempotency import apply_write, apply_writes, delete
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+# The reservation item of the layout before, in the inventory table (``pk = ORDER#<orderId>``).
+RESERVATION_SK = "RESERVATION"
 MIGRATED = "migrated"
 WOULD = "would migrate"
 MOVED_ON = "moved on"  # a step wrote meanwhile: read again on the next pass
@@ -58,7 +54,7 @@ def migrate_order(ddb: DynamoDBClient, *, orders_table: str, item: Mapping[str, 
     change.set_if_absent(entity_events.SEEN_ATTRIBUTE, {})
     history = item.get("history") or []
     if any(isinstance(entry, Mapping) for entry in history):
-        change.set("history", [_history_to_item(history_entry_from_item(h).entry()) for h in history])
+        change.set("history", [_history_to_item(h) if isinstance(h, Mapping) else h for h in history])
     if "orderId" in item:
         change.remove("orderId")
     condition = (

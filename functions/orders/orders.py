@@ -13,8 +13,8 @@ kernel's (``relay.state_machine``): the API, inventory and paid-orders consumers
 concurrently, and a writer that lost the race fails instead of overwriting -- it then re-reads and
 decides again.
 
-Orders never expire (no ``expiresAt``): they are business records. Only published outbox rows (of
-the layout before) and idempotency records are cleaned up by TTL.
+Orders never expire (no ``expiresAt``): they are business records. Only idempotency records are
+cleaned up by TTL.
 """
 
 from __future__ import annotations
@@ -44,8 +44,7 @@ class Status(enum.StrEnum):
 
 class StockHold(enum.StrEnum):
     """What the order holds of the stock (its ``stock`` attribute): taken for it by inventory, or given
-    back after it was cancelled. The order is the step's record, as for every other step; orders of the
-    layout before kept it in a reservation item of the inventory table (``InventoryStore``)."""
+    back after it was cancelled. The order is the step's record, as for every other step."""
 
     RESERVED = "RESERVED"
     RELEASED = "RELEASED"

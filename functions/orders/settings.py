@@ -62,6 +62,6 @@ PAID_ORDERS = FunctionEnvironment(Settings, "paid-orders", required=("orders_tab
 SHIPPING = FunctionEnvironment(
     Settings,
     "shipping",
-    required=("orders_table", "inventory_table", "shipping_api_url"),
+    required=("orders_table", "shipping_api_url"),
     optional=("http_timeout_seconds",),
 )

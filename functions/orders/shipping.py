@@ -22,7 +22,7 @@ from typing import Any
 
 from orders.intake import items_payload
 from orders.orders import AlreadyApplied, Order, Shipment, Status, StockHold, UnknownOrder, now_iso
-from orders.store import InventoryStore, OrderStore, ReservationStatus
+from orders.store import OrderStore
 from orders.subscriptions import ORDER_PAID
 from relay import steps
 from relay.envelope import Envelope
@@ -67,19 +67,9 @@ class ShippingApiClient(KeyedApi):
         return ShipmentAnswer(shipment_id)
 
 
-def _reserved_before(inventory: InventoryStore, order: Order) -> bool:
-    """An order reserved by the layout before holds its stock in a reservation item (read only for an
-    order whose own ``stock`` says nothing)."""
-    if order.stock is not None:
-        return False
-    reservation = inventory.get_reservation(order.order_id)
-    return reservation is not None and reservation.status is ReservationStatus.RESERVED
-
-
 def ship_paid_order(
     envelope: Envelope,
     orders: OrderStore,
-    inventory: InventoryStore,
     shipping: ShippingApiClient,
     *,
     now: datetime,
@@ -99,7 +89,7 @@ def ship_paid_order(
         why = f"order is {order.status}; nothing to ship"
         steps.acknowledge(envelope, why, metric="ShipmentSkipped", order_id=order_id)
         return
-    if order.stock is not StockHold.RESERVED and not _reserved_before(inventory, order):
+    if order.stock is not StockHold.RESERVED:
         # Paid before inventory took the stock: it will reserve it or reject the order. Come back.
         raise DependencyUnavailable(
             f"order {order_id} is paid but its stock is not reserved yet; shipping waits for inventory"

@@ -6,8 +6,6 @@ Orders table (``ORDERS_TABLE``; pk/sk, stream NEW_AND_OLD_IMAGES, TTL ``expiresA
   processed-event marker and outbox (``relay.entity_events``): ``seen`` (the last event a step
   processed -> its payload hash) and ``ev`` (the events the last write produced, which the stream
   publisher publishes from the NEW image), and it records its request's ``requestSha256``;
-* outbox rows of the layout before: ``pk = ORDER#<orderId>, sk = OUTBOX#<eventType>#<eventId>``
-  (kind ``outbox``; no longer written, the stream published them when they were);
 * an orphan payment:  ``pk = ORDER#<orderId>, sk = PAYMENT#<operationId>`` (kind ``orphan-payment``,
   status ``ORPHANED``, reason) -- a completed payment that could not be applied to its order.
 
@@ -19,9 +17,9 @@ Everything about one order reads with one Query on its partition.
 Inventory table (``INVENTORY_TABLE``; pk/sk):
 
 * stock level:  ``pk = SKU#<sku>, sk = STOCK`` -- ``available`` and ``reserved`` (Numbers)
-* reservation (the layout before):  ``pk = ORDER#<orderId>, sk = RESERVATION`` -- what was taken from
-  stock for the order (``items``) and whether it was given back (``status`` RESERVED | RELEASED). No
-  longer written: the order's own ``stock`` says it now; read for orders reserved before.
+
+Every order carries ``schemaVersion`` 2; items of the layout before one write per step (outbox rows,
+reservation items, history as maps) are rewritten by ``ops migrate`` (``orders.migration``).
 
 Every step is ONE write of the order (a transition, the stock it holds, or the shipment), or -- where
 stock moves -- ONE transaction of the order (the step's record) and one write per SKU: no separate
@@ -78,11 +76,6 @@ ORDER_KIND = "order"
 ORPHAN_PAYMENT_KIND = "orphan-payment"
 ORPHANED = "ORPHANED"
 STOCK_SK = "STOCK"
-RESERVATION_SK = "RESERVATION"
-
-
-# A reservation item's status (the layout before) has the values of the order's own ``stock``.
-ReservationStatus = StockHold
 
 
 def order_key(order_id: str) -> dict[str, str]:
@@ -97,22 +90,11 @@ def stock_key(sku: str) -> dict[str, str]:
     return {"pk": f"SKU#{sku}", "sk": STOCK_SK}
 
 
-def reservation_key(order_id: str) -> dict[str, str]:
-    return {"pk": f"ORDER#{order_id}", "sk": RESERVATION_SK}
-
-
 @dataclass(frozen=True)
 class StockLevel:
     sku: str
     available: int
     reserved: int
-
-
-@dataclass(frozen=True)
-class Reservation:
-    order_id: str
-    items: tuple[OrderLine, ...]
-    status: ReservationStatus
 
 
 def _line_items(lines: Sequence[OrderLine]) -> list[dict[str, Any]]:
@@ -143,9 +125,7 @@ def _history_to_item(entry: Mapping[str, Any]) -> str:
 
 
 def history_entry_from_item(value: Any) -> HistoryEntry:
-    """A history entry as the item keeps it, or as the layout before kept it (a map)."""
-    if isinstance(value, Mapping):
-        return HistoryEntry(str(value["status"]), str(value["at"]))
+    """A history entry as the item keeps it."""
     status, at = str(value).split(" ")
     return HistoryEntry(status, iso_moment(at))
 
@@ -153,8 +133,7 @@ def history_entry_from_item(value: Any) -> HistoryEntry:
 def order_from_item(item: Mapping[str, Any]) -> Order:
     rejection = item.get("rejection")
     cancellation = item.get("cancellation")
-    # The id is the key's (an order of the layout before also kept it as ``orderId``).
-    order_id = str(item.get("orderId") or str(item["pk"]).removeprefix("ORDER#"))
+    order_id = str(item["pk"]).removeprefix("ORDER#")
     return Order(
         order_id=order_id,
         customer_id=str(item["customerId"]),
@@ -377,7 +356,7 @@ class OrderStore(EntityStore):
 
 
 class InventoryStore:
-    """Stock levels and per-order reservations."""
+    """Stock levels."""
 
     def __init__(self, *, inventory_table: str, ddb_client: DynamoDBClient) -> None:
         self.inventory_table = inventory_table
@@ -391,15 +370,6 @@ class InventoryStore:
             return None
         plain = deserialize_item(item)
         return StockLevel(sku, int(plain.get("available", 0)), int(plain.get("reserved", 0)))
-
-    def get_reservation(self, order_id: str) -> Reservation | None:
-        item = self.ddb.get_item(
-            TableName=self.inventory_table, Key=serialize_item(reservation_key(order_id)), ConsistentRead=True
-        ).get("Item")
-        if not item:
-            return None
-        plain = deserialize_item(item)
-        return Reservation(order_id, _lines(plain.get("items")), ReservationStatus(str(plain["status"])))
 
     def take_write(self, line: OrderLine, *, on_condition_failed: OnConditionFailed) -> BusinessWrite:
         """Move ``quantity`` from available to reserved -- only if that much is available. The
@@ -423,42 +393,4 @@ class InventoryStore:
             .add("available", line.quantity)
             .add("reserved", -line.quantity, absent_as=line.quantity)
             .write(self.inventory_table, stock_key(line.sku))
-        )
-
-    def reservation_write(
-        self,
-        order_id: str,
-        lines: Sequence[OrderLine],
-        *,
-        event_id: str,
-        at: str,
-        on_condition_failed: OnConditionFailed,
-    ) -> BusinessWrite:
-        return put(
-            self.inventory_table,
-            {
-                **reservation_key(order_id),
-                "kind": "reservation",
-                "orderId": order_id,
-                "items": _line_items(lines),
-                "status": str(ReservationStatus.RESERVED),
-                "reservedAt": at,
-                "reservedBy": event_id,
-            },
-            "attribute_not_exists(pk)",
-            on_condition_failed=on_condition_failed,
-        )
-
-    def release_write(
-        self, order_id: str, *, event_id: str, at: str, on_condition_failed: OnConditionFailed
-    ) -> BusinessWrite:
-        return (
-            Update()
-            .set_all({"status": str(ReservationStatus.RELEASED), "releasedAt": at, "releasedBy": event_id})
-            .write(
-                self.inventory_table,
-                reservation_key(order_id),
-                condition=Condition().equals(status=str(ReservationStatus.RESERVED)),
-                on_condition_failed=on_condition_failed,
-            )
         )

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from payments.operations import Status
-from payments.store import _step_from_item, _step_to_item, operation_id_of, operation_key
+from payments.store import _step_to_item, operation_id_of, operation_key
 from payments.subscriptions import PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE
 from relay import deadlines, entity_events
 from relay.envelope import build_event_id
@@ -37,6 +37,8 @@ from relay.idempotency import apply_write, deserialize_item, marker_id
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+# The shard and deadline of the index of the layout before one write per step (``by-deadline``).
+OLDER_INDEX = ("deadlineShard", "deadlineAt")
 MIGRATED = "migrated"
 STAMPED = "stamped"
 MOVED_ON = "moved on"  # a step wrote meanwhile: read again
@@ -55,7 +57,7 @@ def is_older(item: Mapping[str, Any]) -> bool:
     return (
         not entity_events.has_seen_map(item)
         or any(isinstance(step, Mapping) for step in item.get("steps") or [])
-        or any(name in item for name in deadlines.LEGACY_ATTRIBUTES)
+        or any(name in item for name in OLDER_INDEX)
     )
 
 
@@ -105,13 +107,13 @@ def migrate_operation(
         change.set(entity_events.SEEN_ATTRIBUTE, last_processed(ddb, idempotency_table, item))
     steps = item.get("steps") or []
     if any(isinstance(step, Mapping) for step in steps):
-        change.set("steps", [_step_to_item(_step_from_item(step).entry()) for step in steps])
-    legacy_at = item.get(deadlines.LEGACY_AT_ATTRIBUTE)
-    if any(name in item for name in deadlines.LEGACY_ATTRIBUTES):
-        change.remove(*deadlines.LEGACY_ATTRIBUTES)
-    if legacy_at is not None and item.get(deadlines.AT_ATTRIBUTE) is None:
+        change.set("steps", [_step_to_item(step) if isinstance(step, Mapping) else step for step in steps])
+    older_at = item.get(OLDER_INDEX[1])
+    if any(name in item for name in OLDER_INDEX):
+        change.remove(*OLDER_INDEX)
+    if older_at is not None and item.get(deadlines.AT_ATTRIBUTE) is None:
         # The same deadline, in the index the sweeper reads now.
-        moment = datetime.fromtimestamp(int(legacy_at), UTC)
+        moment = datetime.fromtimestamp(int(older_at), UTC)
         for name, value in deadlines.deadline_attributes(operation_id, moment, deadline_shards).items():
             change.set(name, value)
     return _write(ddb, operations_table, operation_id, item, change, MIGRATED)

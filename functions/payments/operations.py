@@ -179,10 +179,6 @@ class Operation:
     redrives: int = 0
     # When the sweeper looks at it next (the deadline index), None once it left the index.
     deadline_at: int | None = None
-    # Written before the one-write layout: markers in the idempotency table, the legacy index.
-    legacy: bool = False
-    # Its deadline is in the legacy index (``deadlineAt``), not yet in ``due``.
-    in_legacy_index: bool = False
     # The events it processed (``relay.entity_events``): eventId -> payload hash.
     seen: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Where the client wants its completion notice (``payments.notices``), checked when accepted.

@@ -230,11 +230,10 @@ def _schedule_check(
             operation.operation_id,
             now_iso(accepted_at),
             next_attempt_at=next_at,
-            cause=None if operation.legacy else envelope,
+            cause=envelope,
             on_condition_failed=seen_first(envelope, _accepted_stale(operation)),
         ),
         operation,
-        marker=operation.legacy,
     )
     logger().info(
         "payment still processing; status check scheduled",
@@ -353,11 +352,10 @@ def _reconcile(
             operation,
             next_attempt_at=next_at,
             error=unknown,
-            cause=None if operation.legacy else envelope,
+            cause=envelope,
             on_condition_failed=seen_first(envelope, _accepted_stale(operation, Status.RECONCILING)),
         ),
         operation,
-        marker=operation.legacy,
     )
     logger().info(
         "payment still unknown; reconciliation check scheduled",

@@ -58,7 +58,7 @@ from relay.errors import (
     PayloadConflict,
     TransientError,
 )
-from relay.idempotency import BusinessWrite, CommitResult
+from relay.idempotency import BusinessWrite
 from relay.observability import logger, record_metric
 from relay.retry import RetryBudgetSpent
 from relay.state_machine import explain_stale, state_of
@@ -199,9 +199,7 @@ def _begin(envelope: Envelope, deps: StepDeps, rule: StepRule) -> Operation | No
         routed_by="subscription's filter policy",
     )
     operation = steps.load(deps.store.get_operation, operation_id, envelope, unknown=UnknownOperation)
-    if entity_events.seen({entity_events.SEEN_ATTRIBUTE: operation.seen}, envelope) or (
-        operation.legacy and deps.store.already_processed(envelope)
-    ):
+    if entity_events.seen({entity_events.SEEN_ATTRIBUTE: operation.seen}, envelope):
         skip(envelope, operation, "event already processed")
         return None
     if operation.status in done:
@@ -275,8 +273,7 @@ def advance(
         if current is None or current.status in done:
             return None
         return current  # a concurrent delivery moved it to ``target``: continue from there
-    # An operation of the layout before is converted by this first write (``seen``, the ``due`` index).
-    return applied(operation, plan, legacy=False)
+    return applied(operation, plan)
 
 
 def commit(
@@ -284,19 +281,12 @@ def commit(
     envelope: Envelope,
     write: BusinessWrite,
     operation: Operation,
-    *,
-    marker: bool = False,
 ) -> None:
     """ONE write of the operation that records ``envelope`` as processed (built with
     ``cause=envelope``); a failed condition is explained by the write's own ``on_condition_failed``,
-    which ``seen_first`` makes read a duplicate as one. ``marker``: an operation of the layout before,
-    whose non-transition write commits with the old processed-event marker instead."""
+    which ``seen_first`` makes read a duplicate as one."""
     try:
-        if marker:
-            if deps.store.commit_once(envelope, [write]) is CommitResult.DUPLICATE:
-                return  # counted and logged by the kernel
-        else:
-            deps.store.apply_one(write)
+        deps.store.apply_one(write)
     except AlreadyApplied as exc:
         skip(envelope, operation, str(exc))
         return

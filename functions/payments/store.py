@@ -20,10 +20,8 @@ Accepting is ONE conditional PutItem (``create_operation``): with an Idempotency
 from the caller and the key, so the item itself refuses a second acceptance, and the failed
 condition's ALL_OLD answers the retry.
 
-Written before the one-write layout (still read and completed, ``Operation.legacy``): outbox rows
-``sk = OUTBOX#<eventType>#<eventId>`` (published by the same stream publisher), client keys
-``id = request-key#<key>`` in the idempotency table (``relay.request_keys``), processed-event
-markers there, the request's claim check always in S3, and the legacy deadline index.
+Every operation item carries ``schemaVersion`` 2; items written before one write per step are
+rewritten by ``ops migrate`` (``payments.migration``) before this code reads them.
 
 Deadline index (``relay.deadlines``): the operation enters ``due`` when it is accepted and leaves it
 when it ended and its last event is published (``relay.outbox.settle_item``); the sweeper re-arms it
@@ -167,8 +165,6 @@ def _step_to_item(entry: Mapping[str, Any]) -> str:
 
 
 def _step_from_item(value: Any) -> Step:
-    if isinstance(value, Mapping):  # the layout before
-        return Step(str(value["step"]), str(value["status"]), str(value["at"]))
     step, status, at = str(value).split(" ")
     return Step(step, status, iso_moment(at))
 
@@ -239,9 +235,6 @@ def operation_from_item(item: Mapping[str, Any]) -> Operation:
         last_error=str(item["lastError"]) if item.get("lastError") else None,
         redrives=int(item.get("redrives") or 0),
         deadline_at=deadlines.deadline_of(dict(item)),
-        legacy=not entity_events.has_seen_map(item),
-        in_legacy_index=item.get(deadlines.AT_ATTRIBUTE) is None
-        and item.get(deadlines.LEGACY_AT_ATTRIBUTE) is not None,
         seen={str(k): str(v) for k, v in (item.get(entity_events.SEEN_ATTRIBUTE) or {}).items()},
         callback_url=str(item["callbackUrl"]) if item.get("callbackUrl") else None,
     )
@@ -320,11 +313,8 @@ class OperationStore(EntityStore):
         """The ONE conditional update that applies ``plan`` (``relay.state_machine.transition_write``)
         and records in the item the ``cause`` it processed and the ``events`` it produces
         (``relay.entity_events``; without what the ``operation`` read holds already); the retry fields
-        of the state left are cleared. An ``operation`` of the layout before (``legacy``) moves to the
-        ``due`` index at its first such write. A
-        ``result_consumed`` (its content is in the invoice input now) leaves the item, which keeps
-        the item under 1 KB for the steps after."""
-        legacy = operation is not None and operation.legacy
+        of the state left are cleared. A ``result_consumed`` (its content is in the invoice input now)
+        leaves the item, which keeps the item under 1 KB for the steps after."""
         held = _held(operation) if operation is not None else None
         attributes = dict(plan.set_attributes)
         rearm = attributes.pop("deadline_at", None)
@@ -339,14 +329,7 @@ class OperationStore(EntityStore):
         if plan.target is Status.COMPLETED:
             # Done: the request served its purpose (its sha256 stays, to answer a client's retry).
             remove |= {"request"}
-        if legacy:
-            remove |= set(deadlines.LEGACY_ATTRIBUTES)
-            # In the new index from now on: until its deadline, or (ended) until its events are out.
-            when = rearm if isinstance(rearm, datetime) else plan_moment(plan)
-            stored.update(deadlines.deadline_attributes(plan.entity_id, when, self.deadline_shards))
-            if cause is None:
-                stored[entity_events.SEEN_ATTRIBUTE] = {}  # from now on it records what it processed
-        elif isinstance(rearm, datetime):
+        if isinstance(rearm, datetime):
             stored[deadlines.AT_ATTRIBUTE] = deadlines.epoch(rearm)
         update_write = transition_write(
             self.table_name,
@@ -409,27 +392,27 @@ class OperationStore(EntityStore):
             .set(entity_events.EVENTS_ATTRIBUTE, [entity_events.compact(event, _held(operation))])
             .set_all(deadlines.deadline_attributes(operation.operation_id, deadline, self.deadline_shards))
         )
-        at = _converted(update, operation)
         return update.write(
             self.table_name,
             operation_key(operation.operation_id),
             condition=Condition().equals(
-                status=str(operation.status), version=operation.version, **{at: operation.deadline_at}
+                status=str(operation.status),
+                version=operation.version,
+                **{deadlines.AT_ATTRIBUTE: operation.deadline_at},
             ),
             on_condition_failed=on_condition_failed,
         )
 
     def rearm_write(self, operation: Operation, *, deadline: datetime) -> BusinessWrite:
         """Move the operation's deadline (a step that runs long, found by the sweeper): only if its
-        deadline is still the one read. A legacy operation moves to the ``due`` index."""
+        deadline is still the one read."""
         update = Update().set_all(
             deadlines.deadline_attributes(operation.operation_id, deadline, self.deadline_shards)
         )
-        at = _converted(update, operation)
         return update.write(
             self.table_name,
             operation_key(operation.operation_id),
-            condition=Condition().equals(**{at: operation.deadline_at}),
+            condition=Condition().equals(**{deadlines.AT_ATTRIBUTE: operation.deadline_at}),
             on_condition_failed=lambda _old: _Moved(),
         )
 
@@ -462,18 +445,6 @@ class OperationStore(EntityStore):
         stream publisher has them (the sweeper re-publishes them, with the same message attributes)."""
         item = self.read(operation_key(operation_id)) or {}
         return entity_events.events_in(item), item
-
-
-def _converted(update: Update, operation: Operation) -> str:
-    """The deadline attribute ``operation`` holds now (the write's condition), and, for an operation of
-    the layout before, what moves it to the ``due`` index for good: its legacy attributes removed and
-    an empty ``seen``, so it is read as the new layout from this write on."""
-    if operation.legacy:
-        update.set_if_absent(entity_events.SEEN_ATTRIBUTE, {})
-    if not operation.in_legacy_index:
-        return deadlines.AT_ATTRIBUTE
-    update.remove(*deadlines.LEGACY_ATTRIBUTES)
-    return deadlines.LEGACY_AT_ATTRIBUTE
 
 
 class _Moved(Exception):

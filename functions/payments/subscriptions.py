@@ -65,9 +65,10 @@ def message_attributes(envelope: Any, item: Mapping[str, Any]) -> dict[str, str]
     """Payments' own message attributes for an event (``relay.outbox.MessageAttributes``): ``notice``
     on a terminal event, "yes" when the operation asked for one (its item has a ``callbackUrl``).
 
-    An outbox row written before the one-write layout does not hold the operation: its terminal event
-    gets "yes" too, and the notice sender, which reads the operation, sends nothing without a URL."""
+    ``ops migrate`` publishes an outbox row of the layout before with these too: the row does not hold
+    the operation, so its terminal event gets "yes", and the notice sender, which reads the operation,
+    sends nothing without a URL."""
     if envelope.event_type not in NOTICE_EVENTS:
         return {}
-    legacy_row = item.get("kind") == "outbox"
-    return {NOTICE_ATTRIBUTE: NOTICE_WANTED if legacy_row or item.get("callbackUrl") else "no"}
+    row = item.get("kind") == "outbox"
+    return {NOTICE_ATTRIBUTE: NOTICE_WANTED if row or item.get("callbackUrl") else "no"}

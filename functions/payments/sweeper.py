@@ -21,8 +21,6 @@ per shard, never a scan) and acts on what is overdue:
     ``*RedriveDue`` event of that step, written into the item and published from the stream. The
     step's downstream idempotency keys (``{operationId}:payment``, ``{operationId}:invoice``) are
     derived from the operation, not the event, so a re-drive can never charge or invoice twice.
-* an outbox row (the layout before) still unpublished after its grace period (its stream batch failed
-  and went to the stream DLQ) is published now and marked, exactly like the stream publisher does.
 
 Every write is conditional on what was read (state, version, deadline), so a sweep racing a worker,
 or two sweeps, cannot both act. Metrics: ``OperationsOverdue`` (alarmed), ``OperationsRedriven``,
@@ -51,9 +49,8 @@ from payments.store import OPERATION_SK, is_moved, operation_id_of, operation_ke
 from payments.subscriptions import PAYMENT_RECONCILIATION_DUE, message_attributes
 from relay import deadlines
 from relay.envelope import Envelope, new_envelope
-from relay.idempotency import serialize_item
 from relay.observability import logger, record_metric
-from relay.outbox import OUTBOX_KIND, mark_published, settle_item, sns_publisher
+from relay.outbox import settle_item, sns_publisher
 
 if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
@@ -65,7 +62,7 @@ MAX_ITEMS_PER_SWEEP = 500
 
 
 class SweepDeps(LifecycleDeps, Protocol):
-    """The lifecycle's (settings, store) and SNS, to re-publish outbox rows."""
+    """The lifecycle's (settings, store) and SNS, to re-publish an operation's events."""
 
     @property
     def sns(self) -> SNSClient: ...
@@ -107,9 +104,7 @@ def sweep(deps: SweepDeps, cause: Envelope, *, now: datetime | None = None) -> S
         # One item that fails (moved on meanwhile, SNS down) must not stop the sweep of the others:
         # counted and logged; the next sweep finds it again.
         try:
-            if item.get("kind") == OUTBOX_KIND:  # only the legacy index projects whole rows
-                _republish(deps, item, report)
-            elif item.get("sk") == OPERATION_SK:
+            if item.get("sk") == OPERATION_SK:
                 _sweep_operation(deps, cause, operation_id_of(item), moment, report)
         except Exception:
             report.failed += 1
@@ -340,16 +335,3 @@ def redrive(deps: LifecycleDeps, cause: Envelope, operation: Operation, now: dat
         },
     )
     return True
-
-
-def _republish(deps: SweepDeps, row: dict[str, Any], report: SweepReport) -> None:
-    """Publish an outbox row the stream publisher never got to, then mark it like the publisher does
-    (a publish racing the stream publisher is a duplicate, which consumers dedupe by eventId)."""
-    envelope = Envelope.from_json(str(row["envelope"]))
-    sns_publisher(deps.settings.require("events_topic_arn"), deps.sns, message_attributes)(envelope, row)
-    mark_published(deps.store.ddb, deps.store.table_name, serialize_item({"pk": row["pk"], "sk": row["sk"]}))
-    report.republished += 1
-    logger().warning(
-        "outbox row re-published by the sweeper",
-        extra={"event_id": envelope.event_id, "event_type": envelope.event_type, "sk": row["sk"]},
-    )

@@ -61,14 +61,14 @@ class ReliableTable(Construct):
             removal_policy=RemovalPolicy.RETAIN if deletion_protection else removal_policy,
         )
         if deadline_index:
-            # Sparse: only items carrying both attributes (open work) are in it. The legacy index keeps
-            # its definition unchanged (CloudFormation cannot change a GSI's projection in place).
+            # Sparse: only items carrying both attributes (open work) are in it. The index of the layout
+            # before one write per step keeps its definition unchanged (CloudFormation cannot change a
+            # GSI's projection in place); nothing writes or reads it since ``ops migrate`` emptied it,
+            # and a later deploy removes it (one GSI change per deploy).
             self.table.add_global_secondary_index(
-                index_name=deadlines.LEGACY_INDEX_NAME,
-                partition_key=ddb.Attribute(
-                    name=deadlines.LEGACY_SHARD_ATTRIBUTE, type=ddb.AttributeType.STRING
-                ),
-                sort_key=ddb.Attribute(name=deadlines.LEGACY_AT_ATTRIBUTE, type=ddb.AttributeType.NUMBER),
+                index_name="by-deadline",
+                partition_key=ddb.Attribute(name="deadlineShard", type=ddb.AttributeType.STRING),
+                sort_key=ddb.Attribute(name="deadlineAt", type=ddb.AttributeType.NUMBER),
                 projection_type=ddb.ProjectionType.ALL,
             )
             self.table.add_global_secondary_index(

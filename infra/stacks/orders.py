@@ -248,13 +248,11 @@ class OrdersStack(RelayStack):
             handler="orders.handlers.shipping.handler",
             environment=env.SHIPPING.environment(
                 orders_table=orders.table_name,
-                inventory_table=inventory.table_name,
                 shipping_api_url=settings.shipping_api_url,
                 http_timeout_seconds=settings.http_timeout_seconds,
             ),
             description="OrderPaid (bus rule) → one shipment from the shipping API, recorded on the order",
         )
-        inventory.grant_read_data(shipping.function)
         # Only the notifier's Powertools guard writes there: every other step's record is its own item
         # (the order, the reservation; analytics: its S3 object per eventId, written only if absent).
         idempotency.grant_read_write_data(notifier.function)

@@ -67,7 +67,7 @@ def put(ddb: Any, ids: range, shards: int) -> None:
 
 
 def found(ddb: Any, shards: int) -> set[str]:
-    return {str(i["pk"]) for i in deadlines.overdue(ddb, TABLE, NOW, legacy=False, shards=shards)}
+    return {str(i["pk"]) for i in deadlines.overdue(ddb, TABLE, NOW, shards=shards)}
 
 
 def everyone(ids: range) -> set[str]:

@@ -92,17 +92,11 @@ def test_a_reservation_is_found_on_the_order_by_its_seen_or_its_stock(app: App) 
     assert _check(app, INVENTORY_HANDLER, created) is None
 
 
-def test_a_release_needs_the_stock_given_back_or_the_old_reservation_released(app: App) -> None:
+def test_a_release_needs_the_stock_given_back(app: App) -> None:
     cancelled = _event("OrderCancelled")
     _order(app, "CANCELLED", stock="RESERVED")
     assert _check(app, INVENTORY_HANDLER, cancelled) is not None
     _order(app, "CANCELLED", stock="RELEASED")
-    assert _check(app, INVENTORY_HANDLER, cancelled) is None
-    # Reserved before issue 33: the reservation item says it.
-    _order(app, "CANCELLED")
-    _put(app, INVENTORY, {"pk": f"ORDER#{ORDER}", "sk": "RESERVATION", "status": "RESERVED"})
-    assert _check(app, INVENTORY_HANDLER, cancelled) is not None
-    _put(app, INVENTORY, {"pk": f"ORDER#{ORDER}", "sk": "RESERVATION", "status": "RELEASED"})
     assert _check(app, INVENTORY_HANDLER, cancelled) is None
 
 

@@ -24,7 +24,7 @@ from tests.builders import (
     FakeContext,
     ddb_stream_event,
     envelope,
-    outbox_insert,
+    item_insert,
     sns_wrapped,
     sqs_event,
     sqs_record,
@@ -217,11 +217,11 @@ def _outbox_handler() -> Any:
     )
 
 
-def test_an_outbox_publisher_annotates_its_handler_with_the_correlation_id_its_rows_share(
+def test_an_outbox_publisher_annotates_its_handler_with_the_correlation_id_its_records_share(
     traces: RecordingProvider,
 ) -> None:
     event = ddb_stream_event(
-        [outbox_insert(envelope(correlation_id="corr-a")), outbox_insert(envelope(correlation_id="corr-a"))]
+        [item_insert(envelope(correlation_id="corr-a")), item_insert(envelope(correlation_id="corr-a"))]
     )
 
     assert _outbox_handler()(event, FakeContext()) == {"batchItemFailures": []}
@@ -235,7 +235,7 @@ def test_an_outbox_batch_of_several_requests_is_annotated_with_none_of_them(
     traces: RecordingProvider,
 ) -> None:
     event = ddb_stream_event(
-        [outbox_insert(envelope(correlation_id="corr-a")), outbox_insert(envelope(correlation_id="corr-b"))]
+        [item_insert(envelope(correlation_id="corr-a")), item_insert(envelope(correlation_id="corr-b"))]
     )
 
     assert _outbox_handler()(event, FakeContext()) == {"batchItemFailures": []}

@@ -3,9 +3,8 @@
 
 The events an order write put into the item (``ev``: in the record's NEW image and not in its OLD
 one) are published with the ``eventType`` message attribute that the subscriptions' filter policies
-match (``orders.subscriptions``); outbox rows of the layout before (INSERTs of ``kind = outbox``) are
-still published and marked ``publishedAt``. A crash in between publishes again: every consumer dedupes
-on the stable eventId. A batch given up after the stream's retries is re-published from the items
+match (``orders.subscriptions``). A crash in between publishes again: every consumer dedupes on the
+stable eventId. A batch given up after the stream's retries is re-published from the items
 with ``python -m ops republish-order ID --reason …`` (orders have no sweeper).
 """
 

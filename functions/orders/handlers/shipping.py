@@ -10,5 +10,5 @@ from relay.consumer import queue_handler
 
 handler = queue_handler(
     wiring.checked(SHIPPING),
-    lambda w, envelope, _ctx: ship_paid_order(envelope, w.orders, w.inventory, w.shipping, now=w.clock()),
+    lambda w, envelope, _ctx: ship_paid_order(envelope, w.orders, w.shipping, now=w.clock()),
 )

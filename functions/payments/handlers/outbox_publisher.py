@@ -3,9 +3,8 @@
 The events an operation write put into the item (``ev``: in the record's NEW image and not in its
 OLD one) are published with the ``eventType`` message attribute the subscriptions filter on (and
 ``notice`` on a terminal event: ``payments.subscriptions.message_attributes``); an ended
-operation then leaves the deadline index. Outbox rows written before the one-write layout (INSERTs of
-``kind = outbox``) are still published and marked ``publishedAt``. A crash in between publishes again:
-consumers dedupe on the stable eventId.
+operation then leaves the deadline index. A crash in between publishes again: consumers dedupe on
+the stable eventId.
 
 Delivery to the payment-requests, post-processing and invoice-requests queues is ENVELOPED (raw
 message delivery off), on purpose:

@@ -18,7 +18,7 @@ from tests.handlers.migration import WorldApp
 from tests.handlers.migration import migrate as run_migration
 from tests.handlers.orders.api_client import cancel
 from tests.handlers.orders.conftest import STOCK
-from tests.handlers.orders.test_orders_old_layout import ORDER_ID, _created, _old_order, _old_reservation
+from tests.handlers.orders.older_layout import ORDER_ID, _created, _old_order, _old_reservation
 from tests.handlers.orders.world import (
     INVENTORY,
     INVENTORY_TABLE,
@@ -168,7 +168,14 @@ def test_a_migration_racing_a_step_leaves_the_steps_write_and_converts_it_on_the
     def racing(ddb: Any, *, orders_table: str, item: Any, dry_run: bool) -> str:
         if not raced:
             raced.append(int(item["version"]))
-            assert cancel(ORDER_ID)["statusCode"] == 200  # a step writes version 2 meanwhile
+            # A step (the release that still read the layout before) writes version 2 meanwhile.
+            world.ddb.update_item(
+                TableName=ORDERS_TABLE,
+                Key={"pk": {"S": f"ORDER#{ORDER_ID}"}, "sk": {"S": "ORDER"}},
+                UpdateExpression="SET #s = :s, version = :v",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={":s": {"S": "CANCELLED"}, ":v": {"N": "2"}},
+            )
         return real(ddb, orders_table=orders_table, item=item, dry_run=dry_run)
 
     monkeypatch.setattr(migration, "migrate_order", racing)

@@ -20,7 +20,7 @@ from orders.subscriptions import (
 )
 
 from relay.envelope import Envelope, new_envelope
-from tests.builders import FakeContext, ddb_stream_event, outbox_insert
+from tests.builders import FakeContext, ddb_stream_event, item_insert
 from tests.handlers.orders.world import (
     ANALYTICS,
     FAILED_PAYMENTS,
@@ -59,7 +59,7 @@ def order_event(event_type: str) -> Envelope:
 def publish_through_the_outbox(world: OrdersWorld, env: Envelope) -> None:
     from orders.handlers import outbox_publisher
 
-    record = outbox_insert(
+    record = item_insert(
         env,
         keys={"pk": {"S": "ORDER#ord-1"}, "sk": {"S": f"OUTBOX#{env.event_type}#{env.event_id}"}},
         table=ORDERS_TABLE,
@@ -138,36 +138,26 @@ def test_other_payment_events_reach_no_orders_queue(world: OrdersWorld, event_ty
     assert {name for name, received in bodies(world).items() if received} == set()
 
 
-def test_outbox_publisher_marks_an_old_layout_row_published_and_ignores_items_without_new_events(
+def test_outbox_publisher_publishes_an_items_event_and_ignores_items_without_new_events(
     world: OrdersWorld,
 ) -> None:
     from orders.handlers import outbox_publisher
 
-    from relay.outbox import outbox_write
     from tests.builders import ddb_stream_record
 
     created = order_event("OrderCreated")
-    # An outbox row as the layout before one write per step wrote it (a stage's data from then).
-    row = outbox_write(
-        created,
-        table_name=ORDERS_TABLE,
-        key={"pk": "ORDER#ord-1", "sk": f"OUTBOX#{created.event_type}#{created.event_id}"},
-    )
-    world.ddb.put_item(TableName=ORDERS_TABLE, Item=row.body["Item"])
-    keys = {k: row.body["Item"][k] for k in ("pk", "sk")}
-    order_item = ddb_stream_record(
+    without_events = ddb_stream_record(
         "INSERT",
-        keys={"pk": {"S": "ORDER#ord-1"}, "sk": {"S": "ORDER"}},
+        keys={"pk": {"S": "ORDER#ord-2"}, "sk": {"S": "ORDER"}},
         new_image={"kind": {"S": "order"}, "status": {"S": "CREATED"}},
         table=ORDERS_TABLE,
     )
+    keys = {"pk": {"S": "ORDER#ord-1"}, "sk": {"S": "ORDER"}}
 
     response = outbox_publisher.handler(
-        ddb_stream_event([order_item, outbox_insert(created, keys=keys, table=ORDERS_TABLE)]), FakeContext()
+        ddb_stream_event([without_events, item_insert(created, keys=keys, table=ORDERS_TABLE)]), FakeContext()
     )
 
     assert failed_ids(response) == []
     assert sum(len(b) for b in bodies(world).values()) == 2  # one event, two subscribed queues
     assert list(world.archive().events) == [created.event_id]  # and the archive
-    stored = world.ddb.get_item(TableName=ORDERS_TABLE, Key=keys)["Item"]
-    assert "publishedAt" in stored and "expiresAt" in stored

@@ -30,7 +30,7 @@ from tests.handlers.payments.builders import (
     steps_of,
 )
 from tests.handlers.payments.conftest import use_queue
-from tests.handlers.payments.pipeline import OPERATIONS_TABLE, Infrastructure, Pump, lambda_sqs_event
+from tests.handlers.payments.pipeline import Infrastructure, Pump, lambda_sqs_event
 
 DEADLINE_ATTRIBUTES = ("dueShard", "dueAt")
 LEGACY_DEADLINE_ATTRIBUTES = ("deadlineShard", "deadlineAt")
@@ -390,53 +390,6 @@ def test_an_ended_operation_whose_last_event_was_never_published_is_republished_
     assert notification["MessageAttributes"]["notice"]["Value"] == "yes"  # the sweeper sets it too
     again = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=901))
     assert again.republished == 0, "out of the index: re-published once"
-
-
-def test_an_outbox_row_of_the_layout_before_never_published_is_republished_after_its_grace(
-    infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Rows written before one write per step are still in the legacy index (``by-deadline``, whole
-    rows projected) and still published and marked by the sweeper once their grace passed."""
-    from relay import deadlines
-    from relay.envelope import new_envelope
-    from relay.idempotency import serialize_item
-
-    operation_id = accepted_operation(payment_request())
-    event = new_envelope(
-        "PaymentRequested",
-        identity=[operation_id, "legacy-row"],
-        ids={"operationId": operation_id},
-        payload={},
-        correlation_id=operation_id,
-    )
-    grace = datetime.now(UTC) + timedelta(minutes=5)
-    infra.ddb.put_item(
-        TableName=OPERATIONS_TABLE,
-        Item=serialize_item(
-            {
-                "pk": f"OPERATION#{operation_id}",
-                "sk": f"OUTBOX#{event.event_type}#{event.event_id}",
-                "kind": "outbox",
-                "eventId": event.event_id,
-                "eventType": event.event_type,
-                "correlationId": event.correlation_id,
-                "envelope": event.to_json(),
-                "createdAt": iso(datetime.now(UTC)),
-                deadlines.LEGACY_SHARD_ATTRIBUTE: deadlines.shard_of(event.event_id, deadlines.LEGACY_SHARDS),
-                deadlines.LEGACY_AT_ATTRIBUTE: deadlines.epoch(grace),
-            }
-        ),
-    )
-
-    early = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=30))
-    assert early.republished == 0, "the stream publisher still has its grace period"
-    report = sweep(infra, monkeypatch, at=datetime.now(UTC) + timedelta(seconds=301))
-
-    assert report.republished == 1
-    (published,) = infra.outbox_rows(operation_id)
-    assert published["publishedAt"] and not set(LEGACY_DEADLINE_ATTRIBUTES) & set(published)
-    (message,) = infra.receive_all(infra.queues["payment-requests"].url)
-    assert json.loads(json.loads(message["Body"])["Message"])["eventId"] == event.event_id
 
 
 def test_the_sweeper_alarms_when_a_non_terminal_operations_claim_check_is_about_to_expire(

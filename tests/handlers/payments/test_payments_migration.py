@@ -7,6 +7,9 @@ The passes run as ``python -m ops migrate`` runs them (``ops.migrate.run_pass``)
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from local.fakes.invoice_api import InvoiceApiFake
 from local.fakes.legacy_payments import LegacyPaymentsFake
@@ -15,20 +18,30 @@ from relay import entity_events
 from tests.builders import failed_ids
 from tests.handlers.migration import WorldApp
 from tests.handlers.migration import migrate as run_migration
-from tests.handlers.payments.builders import deliver
-from tests.handlers.payments.pipeline import IDEMPOTENCY_TABLE, OPERATIONS_TABLE, REGION, Infrastructure, Pump
-from tests.handlers.payments.test_payments_old_layout import (
+from tests.handlers.payments.builders import body_of, deliver, post_payment
+from tests.handlers.payments.older_layout import (
+    CALLER,
     DUE_ATTRIBUTES,
     DUE_INDEX,
-    LEGACY_DEADLINE_ATTRIBUTES,
-    LEGACY_INDEX,
+    OLD_DEADLINE_ATTRIBUTES,
+    OLD_INDEX,
     OLD_SILENCE,
     index_entries,
     iso,
     item,
     run_payment_worker,
+    table,
     write_old_marker,
     write_old_operation,
+    write_old_request_key,
+)
+from tests.handlers.payments.pipeline import (
+    BUCKET,
+    IDEMPOTENCY_TABLE,
+    OPERATIONS_TABLE,
+    REGION,
+    Infrastructure,
+    Pump,
 )
 
 
@@ -52,8 +65,8 @@ def test_an_operation_accepted_before_is_migrated_then_completed_once(
     assert migrated[entity_events.SCHEMA_VERSION_ATTRIBUTE] == entity_events.SCHEMA_VERSION
     assert migrated[entity_events.SEEN_ATTRIBUTE] == {}
     assert all(isinstance(step, str) for step in migrated["steps"])
-    assert not LEGACY_DEADLINE_ATTRIBUTES & set(migrated) and DUE_ATTRIBUTES <= set(migrated)
-    assert index_entries(infra, LEGACY_INDEX) == set() and index_entries(infra, DUE_INDEX) == {old.key}
+    assert not OLD_DEADLINE_ATTRIBUTES & set(migrated) and DUE_ATTRIBUTES <= set(migrated)
+    assert index_entries(infra, OLD_INDEX) == set() and index_entries(infra, DUE_INDEX) == {old.key}
     assert infra.outbox_rows(old.operation_id) == []
     # The migration published the row's PaymentRequested; the pipeline takes it from there.
     Pump(infra).run()
@@ -106,3 +119,68 @@ def test_a_second_migration_finds_nothing_and_a_dry_run_writes_nothing(infra: In
     migrate(infra)
     again = migrate(infra)
     assert all(set(counts) <= {"scanned"} for counts in again.values()), again
+
+
+def test_a_retry_of_a_request_keyed_before_the_migration_is_answered_with_the_migrated_operation(
+    infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from payments.intake import Accepted, IdempotencyKeyMismatch, accept_payment
+    from payments.models import PaymentRequest
+    from payments.wiring import wiring
+
+    accepted = datetime.now(UTC) - timedelta(minutes=2)
+    started = accepted + timedelta(seconds=1)
+    old = write_old_operation(
+        infra,
+        accepted=accepted,
+        status="PAYMENT_PROCESSING",
+        version=2,
+        later_steps=(("payment", "STARTED", started),),
+        deadline=started + OLD_SILENCE,
+        outbox=None,
+        attempts=0,
+    )
+    write_old_request_key(infra, "order-42-payment", old, at=accepted)
+    migrate(infra)  # the key is left to its TTL, and still answers a retry
+    before = (table(infra, OPERATIONS_TABLE), table(infra, IDEMPOTENCY_TABLE), infra.s3_keys())
+    wired = wiring()
+    calls: list[str] = []
+    for client in (wired.store.ddb, wired.s3):
+        client.meta.events.register("before-call", lambda model, **_: calls.append(model.name))
+
+    def accept(body: dict[str, Any]) -> Accepted:
+        return accept_payment(
+            PaymentRequest.model_validate(body),
+            idempotency_key="order-42-payment",
+            correlation_id="retry",
+            store=wired.store,
+            s3_client=wired.s3,
+            bucket=BUCKET,
+            caller=CALLER,
+            legacy_request_keys=True,
+            now=wired.clock(),
+        )
+
+    replay = accept(dict(old.body))
+    with pytest.raises(IdempotencyKeyMismatch) as mismatch:
+        accept({**old.body, "amount": "99.00"})
+
+    # The old operation's id and its stored state (not the PENDING a missing item would answer).
+    assert replay == Accepted(old.operation_id, "PAYMENT_PROCESSING", replayed=True)
+    assert mismatch.value.entity_id == old.operation_id
+    assert mismatch.value.stored_sha256 == old.ref["sha256"] != mismatch.value.received_sha256
+    assert not {"PutItem", "UpdateItem", "TransactWriteItems", "PutObject"} & set(calls), calls
+    assert (table(infra, OPERATIONS_TABLE), table(infra, IDEMPOTENCY_TABLE), infra.s3_keys()) == before
+
+    # The same through the API, with the stage's setting read from the function's environment.
+    monkeypatch.setenv("LEGACY_REQUEST_KEYS", "true")
+    from relay.wiring import reset_all
+
+    reset_all()
+    retried = post_payment(dict(old.body), idempotency_key="order-42-payment")
+    refused = post_payment({**old.body, "amount": "99.00"}, idempotency_key="order-42-payment")
+
+    assert retried["statusCode"] == 202, retried
+    assert body_of(retried) == {"operationId": old.operation_id, "status": "PAYMENT_PROCESSING"}
+    assert refused["statusCode"] == 422 and body_of(refused)["error"] == "IdempotencyKeyMismatch"
+    assert (table(infra, OPERATIONS_TABLE), table(infra, IDEMPOTENCY_TABLE), infra.s3_keys()) == before

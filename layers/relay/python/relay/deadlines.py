@@ -1,20 +1,22 @@
 """Deadlines: a SPARSE index of the items that still owe something, by when they owe it.
 
-An item that is not done yet (a non-terminal operation, an outbox row not yet published) carries two
-attributes: ``dueShard`` (one of a stage's shard values, ``open#0`` .. ``open#<count - 1>``, from a hash
-of its id) and
-``deadlineAt`` (epoch seconds: by then it should have moved on). A global secondary index keyed on
-them (``INDEX_NAME``, projection ALL) holds ONLY those items -- DynamoDB indexes an item only when it
-has the index's key attributes -- so a sweeper finds what is overdue with one Query per shard
-(``deadlineShard = :s AND deadlineAt <= :now``), never a scan, and the index stays as small as the
-work in flight. An item leaves the index when the writer that finishes it REMOVEs both attributes.
+An item that is not done yet (a non-terminal operation, or one that ended with events still to
+publish) carries two attributes: ``dueShard`` (one of a stage's shard values, ``open#0`` ..
+``open#<count - 1>``, from a hash of its id) and ``dueAt`` (epoch seconds: by then it should have
+moved on). The global secondary index ``due`` keyed on them (projection KEYS_ONLY) holds ONLY those
+items -- DynamoDB indexes an item only when it has the index's key attributes -- so a sweeper finds
+what is overdue with one Query per shard (``dueShard = :s AND dueAt <= :now``), never a scan, and
+reads each item it finds consistently before acting on it. An item enters the index once (when it is
+created) and leaves it once (when it ended and its last events are published: the writer REMOVEs both
+attributes). A KEYS_ONLY entry holds nothing a step changes, so the steps in between cost the index
+nothing: at most 2 index writes per item in all, plus 2 each time a step that runs long re-arms its
+deadline.
 
 The shards spread the index's write traffic over several partitions: each shard value is one index
-partition, good for 1,000 write units a second, and every item costs 2 index writes. The count is
-stage configuration (``payments.deadline_shards``, ``DEFAULT_SHARDS``: 10,000 payments a second put
-20,000 WU/s on the index, 313 per shard, under a third of a partition). It can change on a live
-table, because a reader reads ``max(count, read_count)`` shards and shard ``open#n`` means the same
-under every count:
+partition, good for 1,000 write units a second. The count is stage configuration
+(``payments.deadline_shards``, ``DEFAULT_SHARDS``: 10,000 payments a second put 20,000 WU/s on the
+index, 313 per shard, under a third of a partition). It can change on a live table, because a reader
+reads ``max(count, read_count)`` shards and shard ``open#n`` means the same under every count:
 
 * **more shards**: deploy the new count. Writers hash into it; the sweeper reads it, which includes
   every shard of the smaller count, so the items written before are still found (and leave the index
@@ -23,17 +25,8 @@ under every count:
   count, read both); ``rebalance`` moves every item still in a shard at or above the new count
   (``python -m ops deadlines --rebalance``); then deploy without ``deadline_read_shards``.
 
-Two indexes, one of them legacy:
-
-* ``due`` (``dueShard``/``dueAt``, projection KEYS_ONLY): an item enters it once (when it is created)
-  and leaves it once (when it ended and its last events are published). DynamoDB writes an index
-  entry only when the item's index keys or projected attributes change, and a KEYS_ONLY entry holds
-  nothing a step changes, so the steps in between cost the index nothing: at most 2 index writes per
-  item in all, plus 2 each time a step that runs long re-arms its deadline.
-* ``by-deadline`` (``deadlineShard``/``deadlineAt``, projection ALL): the layout before, where every
-  write of an open item re-wrote its index entry. Items written then are still found there (and leave
-  it at their next write); a table keeps it until it is empty, then a later deploy removes it (one
-  GSI change per deploy). ``overdue`` reads both.
+The table still has the index of the layout before one write per step (``by-deadline``), empty once
+``ops migrate`` moved its items to ``due``; a later deploy removes it (one GSI change per deploy).
 """
 
 from __future__ import annotations
@@ -52,13 +45,7 @@ INDEX_NAME = "due"
 SHARD_ATTRIBUTE = "dueShard"
 AT_ATTRIBUTE = "dueAt"
 ATTRIBUTES = (SHARD_ATTRIBUTE, AT_ATTRIBUTE)
-LEGACY_INDEX_NAME = "by-deadline"
-LEGACY_SHARD_ATTRIBUTE = "deadlineShard"
-LEGACY_AT_ATTRIBUTE = "deadlineAt"
-LEGACY_ATTRIBUTES = (LEGACY_SHARD_ATTRIBUTE, LEGACY_AT_ATTRIBUTE)
 DEFAULT_SHARDS = 64
-# The legacy index was written with this many shards, and is only read now.
-LEGACY_SHARDS = 4
 _PREFIX = "open#"
 
 
@@ -85,11 +72,8 @@ def deadline_attributes(item_id: str, at: datetime, shards: int = DEFAULT_SHARDS
 
 
 def deadline_of(item: dict[str, Any]) -> int | None:
-    """An item's deadline (epoch seconds) in either index, or None when it is in neither."""
-    for name in (AT_ATTRIBUTE, LEGACY_AT_ATTRIBUTE):
-        if item.get(name) is not None:
-            return int(item[name])
-    return None
+    """An item's deadline (epoch seconds), or None when it is not in the index."""
+    return int(item[AT_ATTRIBUTE]) if item.get(AT_ATTRIBUTE) is not None else None
 
 
 def overdue(
@@ -98,24 +82,19 @@ def overdue(
     now: datetime,
     *,
     limit: int | None = None,
-    legacy: bool = True,
     shards: int = DEFAULT_SHARDS,
 ) -> Iterator[dict[str, Any]]:
-    """The key (and, from the legacy index, the whole item) of every item of ``table_name`` whose
-    deadline is at or before ``now``, oldest deadline first per shard, the ``due`` index first, at most
+    """The key of every item of ``table_name`` whose deadline is at or before ``now``, oldest deadline
+    first per shard, at most
     ``limit`` in all (the rest are found by the next sweep). ``shards``: how many shards to read (the
     larger of the stage's count and its read count). The indexes are eventually consistent: re-read an
     item consistently before acting on it."""
     found = 0
-    indexes = [(INDEX_NAME, SHARD_ATTRIBUTE, AT_ATTRIBUTE, shards)]
-    if legacy:
-        indexes.append((LEGACY_INDEX_NAME, LEGACY_SHARD_ATTRIBUTE, LEGACY_AT_ATTRIBUTE, LEGACY_SHARDS))
-    for index_name, shard_attribute, at_attribute, count in indexes:
-        for item in _due_in(ddb, table_name, index_name, shard_attribute, at_attribute, count, epoch(now)):
-            if limit is not None and found >= limit:
-                return
-            found += 1
-            yield item
+    for item in _due_in(ddb, table_name, INDEX_NAME, SHARD_ATTRIBUTE, AT_ATTRIBUTE, shards, epoch(now)):
+        if limit is not None and found >= limit:
+            return
+        found += 1
+        yield item
 
 
 def _due_in(

@@ -1,6 +1,6 @@
 """The data access every service's entity store shares (an operation, an order): the entity table
-(the entity's item, its outbox rows), the idempotency table (processed-event markers, client
-Idempotency-Keys) and one DynamoDB client. A service's store subclasses it and adds what only it
+(the entity's item), the idempotency table (client Idempotency-Keys of the layout before) and one
+DynamoDB client. A service's store subclasses it and adds what only it
 knows: key shapes, attribute names, the entity's own writes.
 """
 
@@ -11,14 +11,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from relay.envelope import Envelope
 from relay.idempotency import (
     BusinessWrite,
-    CommitResult,
-    already_processed,
     apply_write,
     apply_writes,
-    commit_once,
     deserialize_item,
     serialize_item,
 )
@@ -102,14 +98,6 @@ class EntityStore:
             "Item"
         )
         return deserialize_item(item) if item else None
-
-    def already_processed(self, envelope: Envelope) -> bool:
-        """Early exit for a redelivery (``relay.idempotency.already_processed``)."""
-        return already_processed(envelope, table_name=self.idempotency_table, ddb_client=self.ddb)
-
-    def commit_once(self, envelope: Envelope, writes: Sequence[BusinessWrite]) -> CommitResult:
-        """The writes and the processed-event marker in ONE transaction (``relay.idempotency``)."""
-        return commit_once(envelope, writes, table_name=self.idempotency_table, ddb_client=self.ddb)
 
     def apply(self, writes: Sequence[BusinessWrite]) -> None:
         """One transaction without a processed-event marker (an API request)."""

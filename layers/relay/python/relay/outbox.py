@@ -1,36 +1,31 @@
-"""Transactional outbox: write the event in the same transaction as the state change, publish later.
+"""The outbox in the item: the events a write puts into an entity item, published from its stream.
 
 Publishing to SNS inside the request that changes state is a dual write: a crash between the two
-loses the event or announces a change that never committed. Instead the outbox row goes into the
-same ``TransactWriteItems`` (``outbox_write`` returns a BusinessWrite for relay.idempotency or any
-transaction) and a DynamoDB-stream consumer (``publish_outbox_batch``) publishes it and marks it
-``publishedAt``. A crash after publishing and before marking publishes the row again on retry:
-downstream duplicates are expected and harmless, because consumers dedupe on the stable eventId.
+loses the event or announces a change that never committed. Instead every write of an entity item
+(``relay.entity_events``: one write per step) holds the events it produces, and a DynamoDB-stream
+consumer (``publish_outbox_batch``) publishes the events a record's NEW image holds and its OLD one
+does not. Nothing is marked per event: a crash after publishing publishes them again on the stream's
+retry, and downstream duplicates are expected and harmless, because consumers dedupe on the stable
+eventId. An entity that ended leaves the deadline index once its last events are out (``settle_item``).
 
-A row can also go to an EventBridge bus (``BusRoute``: the event types a service's integration
-partners hear there, as ``detail-type`` with the envelope as ``detail``). The row is marked only after
-BOTH publishes succeeded, so the bus carries the outbox's guarantee too: at least once, the eventId in
-the detail. A failure on either retries both; the channel that had succeeded delivers a duplicate,
-which its consumers deduplicate like any other.
-
-The same publisher also publishes the events an entity write put into the entity item itself
-(``relay.entity_events``: one write per step, the item is its own outbox). Those are found in the
-stream record's NEW image and not in its OLD one; nothing is marked per event, and an entity that ended
-leaves the deadline index once its last events are out (``settle_item``).
+An event can also go to an EventBridge bus (``BusRoute``: the event types a service's integration
+partners hear there, as ``detail-type`` with the envelope as ``detail``). A record succeeds only after
+BOTH publishes succeeded, so the bus carries the same guarantee: at least once, the eventId in the
+detail. A failure on either retries both; the channel that had succeeded delivers a duplicate, which
+its consumers deduplicate like any other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from relay import deadlines, entity_events
 from relay.clients import AwsClients, default_client
 from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable, PermanentError
-from relay.idempotency import BusinessWrite, apply_write, deserialize_item, put, serialize_item
+from relay.idempotency import apply_write, deserialize_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -39,57 +34,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
 
 
-OUTBOX_KIND = "outbox"
-# Published rows are kept this long for inspection, then removed by DynamoDB TTL (expiresAt).
-# Unpublished rows never expire: they still have to be delivered.
-PUBLISHED_RETENTION_SECONDS = 7 * 86_400
-# An unpublished row is in the deadline index (``relay.deadlines``) until it is published; a sweeper
-# re-publishes a row still unpublished this long after it was written (its stream batch failed).
-PUBLISH_GRACE_SECONDS = 300
-
-
-def _now_iso() -> str:
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
-
-
-def outbox_write(
-    envelope: Envelope,
-    *,
-    table_name: str,
-    key: Mapping[str, Any],
-    message_group_id: str | None = None,
-    publish_by: datetime | None = None,
-) -> BusinessWrite:
-    """A Put of the outbox row ``{**key, kind: "outbox", eventId, eventType, envelope, createdAt}``.
-
-    With ``publish_by`` the row also carries the deadline-index attributes (``relay.deadlines``):
-    until it is marked published, a sweeper finds it there after that moment and re-publishes it.
-
-    Guarded by ``attribute_not_exists`` so a second write of the same row fails the transaction
-    instead of re-triggering the stream (an overwrite would emit MODIFY, and a new INSERT after a
-    delete would publish again). ``message_group_id`` is used when the topic is FIFO.
-    """
-    if not key:
-        raise ValueError("outbox_write needs the row's primary key, e.g. {'pk': ..., 'sk': ...}")
-    item: dict[str, Any] = {
-        **key,
-        "kind": OUTBOX_KIND,
-        "eventId": envelope.event_id,
-        "eventType": envelope.event_type,
-        "correlationId": envelope.correlation_id,
-        "envelope": envelope.to_json(),
-        "createdAt": _now_iso(),
-    }
-    if message_group_id:
-        item["messageGroupId"] = message_group_id
-    if publish_by is not None:
-        item.update(deadlines.deadline_attributes(envelope.event_id, publish_by))
-    partition_attribute = next(iter(key))
-    return put(table_name, item, "attribute_not_exists(#pk)", names={"#pk": partition_attribute})
-
-
 # A service's own message attributes for an event, from the event and the item it came from (the
-# entity item's NEW image, or the legacy outbox row): what a subscription filters on beyond eventType.
+# entity item's NEW image): what a subscription filters on beyond eventType.
 MessageAttributes = Callable[[Envelope, Mapping[str, Any]], Mapping[str, str]]
 
 
@@ -256,15 +202,15 @@ def publish_outbox_batch(
 ) -> dict[str, Any]:
     """DynamoDB-stream consumer body; returns ``{"batchItemFailures": [{"itemIdentifier": seq}]}``.
 
-    Only INSERT records whose NewImage has ``kind == "outbox"`` are published (to ``publish`` if
-    given, else SNS ``topic_arn``), and to ``bus`` when its type is routed there; everything else on
-    the stream is ignored. The table to mark is ``table_name`` or the one in the record's
+    The events each record's write added to its entity item are published (to ``publish`` if given,
+    else SNS ``topic_arn``), and to ``bus`` when their type is routed there; a record that adds none
+    is ignored. The table an ended entity is settled in is ``table_name`` or the one in the record's
     eventSourceARN.
 
     Stream semantics: Lambda checkpoints at the LOWEST reported SequenceNumber and re-sends the
     shard from there, so everything after a failure is re-sent anyway. We therefore stop at the
-    first failure and report it and every later outbox record too: that keeps publication order and
-    avoids publishing later rows twice.
+    first failure and report it and every later record too: that keeps publication order and avoids
+    publishing later events twice.
     """
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
@@ -308,11 +254,7 @@ def publish_outbox_batch(
                     bus_publish(envelope, row)
             if ddb is None:
                 ddb = default_client("dynamodb")
-            table = table_name or _table_from_stream_arn(raw)
-            if _outbox_row(raw) is not None:
-                mark_published(ddb, table, raw["dynamodb"]["Keys"])
-            else:
-                _settle(ddb, table, raw)
+            _settle(ddb, table_name or _table_from_stream_arn(raw), raw)
         except Exception:
             failed[0] = True
             raise
@@ -331,14 +273,11 @@ def publish_outbox_batch(
 
 
 def _publishable(raw: Mapping[str, Any], *, item: bool = False) -> list[tuple[Envelope, dict[str, Any]]]:
-    """What a stream record asks to publish: an outbox row's envelope (the transactional outbox), or
-    the events a write added to an entity item (``relay.entity_events``: the item is its outbox).
+    """What a stream record asks to publish: the events a write added to an entity item
+    (``relay.entity_events``: the item is its outbox).
 
-    An entity event comes with its message group; with ``item``, with the whole item it came from (a
+    An event comes with its message group; with ``item``, with the whole item it came from (a
     service's own ``attributes`` read it), deserialized only then: once per record, where they publish."""
-    row = _outbox_row(raw)
-    if row is not None:
-        return [row]
     events = entity_events.new_events(raw)
     if not events:
         return []
@@ -379,46 +318,6 @@ class OutboxSkipped(Exception):
     """Not attempted because an earlier record of the batch failed (kept for ordering)."""
 
 
-def _outbox_row(raw: Mapping[str, Any]) -> tuple[Envelope, dict[str, Any]] | None:
-    """The envelope and the row of an outbox INSERT on the stream; None for anything else."""
-    image = (raw.get("dynamodb") or {}).get("NewImage") or {}
-    if raw.get("eventName") != "INSERT" or image.get("kind", {}).get("S") != OUTBOX_KIND:
-        return None
-    envelope = Envelope.from_json(image["envelope"]["S"])
-    return envelope, {k: next(iter(v.values())) for k, v in image.items() if isinstance(v, dict) and v}
-
-
-def mark_published(ddb: DynamoDBClient, table_name: str, keys: dict[str, Any]) -> None:
-    """Mark an outbox row published (``keys`` in DynamoDB JSON): ``publishedAt``, a TTL, and out of
-    the deadline index."""
-    now = datetime.now(UTC)
-    try:
-        ddb.update_item(
-            TableName=table_name,
-            Key=keys,
-            UpdateExpression="SET publishedAt = :now, expiresAt = :exp REMOVE #shard, #deadline, #ls, #ld",
-            # The row may be gone (deleted by hand); never re-create a half row by updating it.
-            ConditionExpression="attribute_exists(#pk)",
-            ExpressionAttributeNames={
-                "#pk": next(iter(keys)),
-                "#shard": deadlines.SHARD_ATTRIBUTE,
-                "#deadline": deadlines.AT_ATTRIBUTE,
-                "#ls": deadlines.LEGACY_SHARD_ATTRIBUTE,
-                "#ld": deadlines.LEGACY_AT_ATTRIBUTE,
-            },
-            ExpressionAttributeValues=serialize_item(
-                {
-                    ":now": now.isoformat().replace("+00:00", "Z"),
-                    ":exp": int(now.timestamp()) + PUBLISHED_RETENTION_SECONDS,
-                }
-            ),
-        )
-    except Exception as exc:
-        if getattr(exc, "response", {}).get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-            return  # published; the row is just gone
-        raise
-
-
 def _table_from_stream_arn(record: Mapping[str, Any]) -> str:
     # arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL
     arn = str(record.get("eventSourceARN", ""))
@@ -441,11 +340,11 @@ def outbox_handler[W: AwsClients](
     """The Lambda handler of a table's outbox publisher (the table stream's consumer): Powertools
     logging with the Lambda context and tracing (``relay.observability``), the function's wiring
     (checked at cold start), and ``publish_outbox_batch`` to ``topic_arn(wiring)`` (and ``bus(wiring)``)
-    marking rows in ``table_name(wiring)``.
+    settling ended entities in ``table_name(wiring)``.
 
-    The handler's subsegment is annotated with the correlation id its outbox rows share (one request's
-    events, the usual batch). An annotation holds one value, so a batch of rows from several requests
-    is annotated with none rather than with one of them."""
+    The handler's subsegment is annotated with the correlation id its records' events share (one
+    request's events, the usual batch). An annotation holds one value, so a batch of records from
+    several requests is annotated with none rather than with one of them."""
     from relay.observability import annotate_correlation_id, inject_lambda_context, trace_handler
 
     @inject_lambda_context
