@@ -15,6 +15,14 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
+# Passed through to a target's command, for a run of another size or place (CI's short forms of each
+# target, tests/demo/test_make_targets.py): LOCAL_ARGS to `python -m local` (demo, chaos, local: e.g.
+# "--emulator-port 4600 --api-port 0 --no-state"), PYTEST_ARGS to pytest, COST_JSON where make cost writes
+# its figures and make capacity reads them, OPENAPI_DIR where make openapi writes.
+LOCAL_ARGS ?=
+PYTEST_ARGS ?=
+COST_JSON ?= .sandbox/cost.json
+OPENAPI_DIR ?= functions
 PYTHON_SOURCES := app.py infra functions layers/relay/python emulator local ops tests bench scripts examples
 
 .PHONY: chaos cost cost-scale capacity openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint _cfn-lint checkov _checkov _templates pytest unit handlers infra e2e test test-profile bench demo local deploy diff destroy stateful-manifest smoke clean
@@ -126,7 +134,7 @@ _checkov: $(CHECKOV_VENV)/.installed
 
 openapi: $(BIN)/.installed ## regenerate the checked-in OpenAPI documents (functions/<service>/openapi.json) from the APIs
 	for svc in loyalty orders payments scores; do \
-	  PYTHONPATH=layers/relay/python:functions $(BIN)/python -m $$svc.handlers.api > functions/$$svc/openapi.json || exit 1; done
+	  PYTHONPATH=layers/relay/python:functions $(BIN)/python -m $$svc.handlers.api > $(OPENAPI_DIR)/$$svc/openapi.json || exit 1; done
 
 # pytest-xdist workers for the whole suite: 4 on this 2-core machine, because the e2e and chaos sandboxes
 # mostly wait on their own latency; tests/scheduling.py keeps the tests that share a sandbox on one worker
@@ -135,24 +143,24 @@ WORKERS ?= 4
 XDIST = -n $(WORKERS)
 
 pytest: $(BIN)/.installed ## run the whole pytest suite (WORKERS=4 pytest-xdist workers; WORKERS=0: one process)
-	$(BIN)/python -m pytest -q $(XDIST)
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # One layer of the suite at a time (`make pytest` runs them all, tests/fakes and tests/sandbox included).
 unit: $(BIN)/.installed ## the unit tests: in-process, socket-free (tests/unit; a connect fails the test), about a second
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
 # The handler tests build their resources from an in-process synth of the app (Node via jsii, no CDK CLI),
 # cached under .pytest_cache/relay-assemblies; so do the ops CLI's tests (tests/ops), on the same worlds.
 handlers: $(BIN)/.installed ## the handler tests: each function, and the ops CLI, against moto's in-process AWS (tests/handlers, tests/ops)
-	$(BIN)/python -m pytest -q tests/handlers tests/ops
+	$(BIN)/python -m pytest -q tests/handlers tests/ops $(PYTEST_ARGS)
 
 infra: $(BIN)/.installed ## the infra assertion tests: the stacks synthesized in process, cdk-nag on (tests/infra)
-	$(BIN)/python -m pytest -q tests/infra
+	$(BIN)/python -m pytest -q tests/infra $(PYTEST_ARGS)
 
 # The sandbox synthesizes cdk.out with `npx cdk synth` when it is missing or older than the sources.
 # Two workers: tests/e2e is two scopes, each on one sandbox (tests/scheduling.py).
 e2e: $(BIN)/.installed node_modules/.installed ## the end-to-end tests: the whole app on the local sandbox, IAM enforced (tests/e2e)
-	$(BIN)/python -m pytest -q -n $(if $(filter 0,$(WORKERS)),0,2) tests/e2e
+	$(BIN)/python -m pytest -q -n $(if $(filter 0,$(WORKERS)),0,2) tests/e2e $(PYTEST_ARGS)
 
 # Locks and lint first (seconds, and they fail fast); then one synth; then mypy, cfn-lint + checkov and
 # pytest side by side, each target's output printed whole when it ends (--output-sync).
@@ -166,7 +174,7 @@ test-profile: $(BIN)/.installed node_modules/.installed $(CHECKOV_VENV)/.install
 	$(BIN)/python scripts/test_profile.py --workers $(WORKERS)
 
 cost: $(BIN)/.sandbox-installed node_modules/.installed ## $ per 1M operations per flow: every AWS request counted in the sandbox, priced (bench/prices.json); figures in .sandbox/cost.json
-	PYTHONPATH=. $(BIN)/python bench/cost.py
+	PYTHONPATH=. $(BIN)/python bench/cost.py --json $(COST_JSON)
 
 SIZES ?= 200,2000
 cost-scale: $(BIN)/.sandbox-installed node_modules/.installed ## do a payment's requests grow with volume? the payments flow at 200 and 2,000 (SIZES=a,b) and the sweeper with that many open; exit 1 if a per-payment count grows over 10 %
@@ -174,8 +182,8 @@ cost-scale: $(BIN)/.sandbox-installed node_modules/.installed ## do a payment's 
 
 capacity: $(BIN)/.sandbox-installed ## capacity on paper at RATE operations/s (FLOW=payments, STAGE=dev|prod): each table, key, index shard, queue, topic, function and API beside its AWS quota (bench/quotas.json), the first to bind and the quotas to raise; reads make cost's .sandbox/cost.json
 	@if [ -z "$(RATE)" ]; then echo "error: RATE is required: make capacity RATE=1000 [FLOW=payments]" >&2; exit 2; fi
-	@if [ ! -f .sandbox/cost.json ]; then echo "error: .sandbox/cost.json not found: run 'make cost' first (the model multiplies the requests per operation it measures)" >&2; exit 2; fi
-	$(BIN)/python -m bench.capacity --rate $(RATE) --flow $(or $(FLOW),payments) --stage $(STAGE) --json .sandbox/cost.json
+	@if [ ! -f $(COST_JSON) ]; then echo "error: $(COST_JSON) not found: run 'make cost' first (the model multiplies the requests per operation it measures)" >&2; exit 2; fi
+	$(BIN)/python -m bench.capacity --rate $(RATE) --flow $(or $(FLOW),payments) --stage $(STAGE) --json $(COST_JSON)
 
 bench: install ## print benchmark figures (never asserted)
 	$(BIN)/python bench/synth_bench.py
@@ -186,14 +194,14 @@ bench: install ## print benchmark figures (never asserted)
 	PYTHONPATH=. $(BIN)/python bench/sandbox_bench.py
 
 demo: $(BIN)/.sandbox-installed node_modules/.installed ## the main job: run the whole app locally and drive a payments scenario; exits 0 only if the invariants hold
-	$(BIN)/python -m local demo
+	$(BIN)/python -m local demo $(LOCAL_ARGS)
 
 # CHAOS_OPERATIONS (10000), CHAOS_FAULT_RATE (0.1) and CHAOS_SEED (1) change the run; CI runs 300 (tests/chaos/test_chaos.py).
 chaos: $(BIN)/.sandbox-installed node_modules/.installed ## 10,000 operations under crashes, AWS faults, duplicates, lost replies, outages and poison; exits 0 only if every invariant holds
-	$(BIN)/python -m local chaos
+	$(BIN)/python -m local chaos $(LOCAL_ARGS)
 
 local: $(BIN)/.sandbox-installed node_modules/.installed ## start the local sandbox (emulator :4566, HTTP API :8000) until Ctrl-C
-	$(BIN)/python -m local up
+	$(BIN)/python -m local up $(LOCAL_ARGS)
 
 # deploy and diff use the assembly `make synth` just wrote for STAGE (--app cdk.out): one synth, and what
 # cdk-nag and the guards passed is what is deployed.

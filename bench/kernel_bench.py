@@ -25,6 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench_size import scaled  # bench/, the script's own directory
+
 ROOT = Path(__file__).resolve().parent.parent
 HANDLERS = ROOT / "bench" / "handlers"
 sys.path[:0] = [str(ROOT / "layers" / "relay" / "python"), str(HANDLERS), str(ROOT)]
@@ -39,7 +41,7 @@ for _name, _value in {
     os.environ.setdefault(_name, _value)
 
 TABLE = "bench-table"
-IMPORT_RUNS = 7
+IMPORT_RUNS = scaled(7, 1)
 
 
 class _Context:

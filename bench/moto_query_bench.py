@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import time
 
-from in_process_moto import prepare  # bench/, the script's own directory
+from bench_size import SMALL, scaled  # bench/, the script's own directory
+from in_process_moto import prepare
 
 prepare()
 
-SIZES = (1_000, 4_000, 16_000)
-QUERIES = 200
-INDEX_QUERIES = 20
+SIZES = (1_000, 4_000, 16_000) if not SMALL else (1_000, 2_000)
+QUERIES = scaled(200, 10)
+INDEX_QUERIES = scaled(20, 2)
 SHARDS = 10
 
 

@@ -23,14 +23,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from in_process_moto import prepare  # bench/, the script's own directory
+from bench_size import scaled  # bench/, the script's own directory
+from in_process_moto import prepare
 
 prepare()
 
 TABLE = "bench-table"
-ITEMS = 5_000
-TRANSACTIONS = 2_000
-MOTO_OWN_TRANSACTIONS = 20
+ITEMS = scaled(5_000, 200)
+TRANSACTIONS = scaled(2_000, 20)
+MOTO_OWN_TRANSACTIONS = scaled(20, 2)
 
 
 def _transaction(i: int) -> list[dict[str, Any]]:
@@ -105,7 +106,7 @@ STEP_UPDATE = (
     "#shard = :shard, #attempts = if_not_exists(#attempts, :zero) + :one, #paymentId = :pid "
     "REMOVE #error, #lease"
 )
-VALIDATIONS = 300
+VALIDATIONS = scaled(300, 10)
 
 
 def _validation_us() -> tuple[float, float]:

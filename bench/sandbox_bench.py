@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import requests
+from bench_size import scaled  # bench/, the script's own directory
 
 from emulator.cpu import cpu_seconds
 from emulator.server import client, free_port
@@ -46,7 +47,7 @@ def putitem_per_second(endpoint: str, table: str, seconds: float = 3.0) -> float
 
 
 def main() -> None:
-    count = int(os.environ.get("BENCH_OPERATIONS", "1000"))
+    count = int(os.environ.get("BENCH_OPERATIONS", scaled(1000, 10)))
     config = SandboxConfig(emulator_port=free_port(), api_port=free_port(), write_state=False)
     with Sandbox(config, log=lambda *_: None) as sb:
         scratch = next(t for t in sb.topology.tables if t.endswith("-orders-inventory"))

@@ -22,14 +22,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
+from bench_size import scaled  # noqa: E402  (bench/, the script's own directory)
+
+from emulator import callers  # noqa: E402
 from emulator.http_api import HttpApi  # noqa: E402
 from emulator.provision import HttpApiSpec, RouteSpec  # noqa: E402
 from emulator.runtime import InvokeResult  # noqa: E402
 from emulator.server import ACCOUNT_ID, REGION  # noqa: E402
-from local import callers  # noqa: E402
 from ops.sigv4 import signed_headers  # noqa: E402
 
-ROUNDS, PER_ROUND = 15, 200
+ROUNDS, PER_ROUND = scaled(15, 3), scaled(200, 20)
 BODY = json.dumps({"paymentId": "pay-1", "amount": "12.50", "currency": "EUR"}).encode()
 
 

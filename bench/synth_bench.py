@@ -14,8 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_size import scaled  # bench/, the script's own directory
+
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+RUNS = int(os.environ.get("BENCH_RUNS", scaled(3, 1)))
 EMPTY_APP = "import aws_cdk as cdk\napp = cdk.App()\ncdk.Stack(app, 'empty')\napp.synth()\n"
 
 

@@ -57,6 +57,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--production-clock", action="store_true", help="keep the templates' backoff timings")
     parser.add_argument(
+        "--no-state",
+        action="store_true",
+        help="write no .sandbox/state.json: `python -m ops` and `make smoke STAGE=local` do not find it",
+    )
+    parser.add_argument(
         "--deliver-twice",
         action="append",
         default=[],
@@ -88,6 +93,7 @@ def _config(args: argparse.Namespace) -> SandboxConfig:
         hour_every=args.hour_every,
         fast_clock=not args.production_clock,
         deliver_twice=tuple(args.deliver_twice),
+        write_state=not args.no_state,
     )
     if args.cdk_out is not None:
         config.cdk_out = args.cdk_out.resolve()

@@ -4,7 +4,7 @@ Every ``make demo`` writes what it printed to ``.sandbox/demo-output.txt`` (``TR
 ``python -m local readme-sample`` puts that run's verdict into README.md between the two
 ``demo-output`` markers, shortened the same way each time (``sample``): the progress lines and the
 start-up banner left out, and the lists of one line per order, per SKU, per snapshot cut to
-``KEEP_LISTED`` lines and an ellipsis. ``tests/sandbox/test_make_targets.py`` runs the demo and checks
+``KEEP_LISTED`` lines and an ellipsis. ``tests/demo/test_demo_output.py`` runs the demo and checks
 that the README's sample has the lines that run printed (labels and checks, figures aside), so the
 sample cannot describe an older demo.
 """
