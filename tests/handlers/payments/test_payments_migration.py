@@ -26,6 +26,7 @@ from tests.handlers.payments.older_layout import (
     OLD_DEADLINE_ATTRIBUTES,
     OLD_INDEX,
     OLD_SILENCE,
+    OldOperation,
     index_entries,
     iso,
     item,
@@ -50,6 +51,23 @@ def migrate(infra: Infrastructure, *, dry_run: bool = False) -> dict[str, dict[s
     app = WorldApp("dev", REGION, tables=tables)
     environments = {PAYMENTS_PUBLISHER: infra.env(), PAYMENTS_API: infra.env()}
     return run_migration(app, "payments", environments, dry_run=dry_run)
+
+
+def _submitted(
+    infra: Infrastructure, accepted: datetime, started: datetime, deadline: datetime, **attributes: Any
+) -> OldOperation:
+    """An operation of the layout before, submitted to the partner and waiting on it."""
+    return write_old_operation(
+        infra,
+        accepted=accepted,
+        status="PAYMENT_PROCESSING",
+        version=2,
+        later_steps=(("payment", "STARTED", started),),
+        deadline=deadline,
+        outbox=None,
+        attempts=0,
+        **attributes,
+    )
 
 
 def test_an_operation_accepted_before_is_migrated_then_completed_once(
@@ -83,15 +101,11 @@ def test_the_marker_of_an_operation_waiting_for_its_payment_is_folded_so_a_redel
     accepted = now - timedelta(minutes=3)
     started = accepted + timedelta(seconds=1)
     next_at = now + timedelta(seconds=30)
-    old = write_old_operation(
+    old = _submitted(
         infra,
-        accepted=accepted,
-        status="PAYMENT_PROCESSING",
-        version=2,
-        later_steps=(("payment", "STARTED", started),),
-        deadline=next_at + OLD_SILENCE,
-        outbox=None,
-        attempts=0,
+        accepted,
+        started,
+        next_at + OLD_SILENCE,
         paymentAcceptedAt=iso(started),
         nextAttemptAt=iso(next_at),
     )
@@ -130,16 +144,7 @@ def test_a_retry_of_a_request_keyed_before_the_migration_is_answered_with_the_mi
 
     accepted = datetime.now(UTC) - timedelta(minutes=2)
     started = accepted + timedelta(seconds=1)
-    old = write_old_operation(
-        infra,
-        accepted=accepted,
-        status="PAYMENT_PROCESSING",
-        version=2,
-        later_steps=(("payment", "STARTED", started),),
-        deadline=started + OLD_SILENCE,
-        outbox=None,
-        attempts=0,
-    )
+    old = _submitted(infra, accepted, started, started + OLD_SILENCE)
     write_old_request_key(infra, "order-42-payment", old, at=accepted)
     migrate(infra)  # the key is left to its TTL, and still answers a retry
     before = (table(infra, OPERATIONS_TABLE), table(infra, IDEMPOTENCY_TABLE), infra.s3_keys())
