@@ -26,15 +26,21 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from typing import Any
 
 import requests
 from bench_size import scaled  # bench/, the script's own directory
 
 from emulator.cpu import cpu_seconds
+from emulator.moto_patches import BASELINE_VARIABLE
 from emulator.server import client, free_port
 from local.sandbox import Sandbox, SandboxConfig
 
 TERMINAL = {"COMPLETED", "FAILED"}
+
+
+def _at(step: dict[str, Any]) -> float:
+    return datetime.fromisoformat(str(step["at"]).replace("Z", "+00:00")).timestamp()
 
 
 def putitem_per_second(endpoint: str, table: str, seconds: float = 3.0) -> float:
@@ -46,8 +52,9 @@ def putitem_per_second(endpoint: str, table: str, seconds: float = 3.0) -> float
     return writes / (time.time() - started)
 
 
-def main() -> None:
-    count = int(os.environ.get("BENCH_OPERATIONS", scaled(1000, 10)))
+def run(count: int) -> dict[str, float]:
+    """One sandbox, ``count`` payments; prints its figures and returns the ones the summary compares."""
+    figures: dict[str, float] = {}
     config = SandboxConfig(emulator_port=free_port(), api_port=free_port(), write_state=False)
     with Sandbox(config, log=lambda *_: None) as sb:
         scratch = next(t for t in sb.topology.tables if t.endswith("-orders-inventory"))
@@ -103,13 +110,20 @@ def main() -> None:
                 time.sleep(1)
         cpu_after = cpu_seconds(os.getpid(), emulator_pid)
         latencies: list[float] = []
+        # Seconds from the step before (the 202 for the first) to each step: where the latency goes.
+        hops: dict[str, list[float]] = {}
         finished = started
         for op, at in accepted.items():
             view = session.get(f"{sb.api_url}/operations/{op}").json()
             if view.get("status") == "COMPLETED":
-                done = datetime.fromisoformat(view["steps"][-1]["at"].replace("Z", "+00:00")).timestamp()
+                times = [_at(step) for step in view["steps"]]
+                done = times[-1]
                 latencies.append(done - at)
                 finished = max(finished, done)
+                previous = at
+                for step, when in zip(view["steps"], times, strict=True):
+                    hops.setdefault(f"{step.get('step')}_{step.get('status')}", []).append(when - previous)
+                    previous = when
         # Throughput up to the last completion (read from the operations, not from the polling).
         elapsed = max(finished - started, 1e-9)
         latencies.sort()
@@ -122,9 +136,23 @@ def main() -> None:
         print(f"sandbox_operations: {count} (accepted {len(accepted)}, completed {completed})")
         print(f"sandbox_accept_per_second: {len(accepted) / accept_seconds:.2f}")
         print(f"sandbox_ops_per_second: {completed / elapsed:.2f}")
+        figures["ops_per_second"] = completed / elapsed
+        figures["p50_seconds"] = statistics.median(latencies) if latencies else float("nan")
+        figures["p99_seconds"] = p99
         print(f"sandbox_seconds_to_last_completed: {elapsed:.1f}")
         print(f"sandbox_p50_seconds: {statistics.median(latencies) if latencies else float('nan'):.2f}")
         print(f"sandbox_p99_seconds: {p99:.2f}")
+        if os.environ.get("BENCH_FUNCTIONS"):
+            for name, fn in sorted(sb.runtime.functions.items()):
+                if fn.invocations:
+                    short = "/".join(name.split("-")[2:4])[:40]
+                    mean_ms = 1000 * fn.busy_seconds / fn.invocations
+                    print(
+                        f"function {short}: {fn.invocations} invocations, {mean_ms:.0f} ms mean, "
+                        f"{fn.cold_starts} cold"
+                    )
+        for name, seconds in hops.items():
+            print(f"sandbox_p50_seconds_to_{name}: {statistics.median(seconds):.2f}")
         if cpu_after["all"] > 0:
             per_op = {k: (cpu_after[k] - cpu_before[k]) / max(completed, 1) for k in cpu_after}
             cores = os.cpu_count() or 1
@@ -132,10 +160,39 @@ def main() -> None:
             print(f"workers_cpu_ms_per_operation: {per_op['workers'] * 1000:.0f}")
             print(f"glue_and_client_cpu_ms_per_operation: {per_op['glue'] * 1000:.0f}")
             print(f"sandbox_cpu_ms_per_operation: {per_op['all'] * 1000:.0f}")
+            parts = ("emulator", "workers", "glue", "all")
+            figures |= {f"{part}_cpu_ms": per_op[part] * 1000 for part in parts}
             # Scaled to the goal's 1,000 operations, whatever N this run used.
             print(f"emulator_bound_seconds_per_1000: {per_op['emulator'] * 1000:.0f} (goal: all 1,000 in 60)")
             bound = per_op["all"] * 1000 / cores
             print(f"cpu_bound_seconds_per_1000: {bound:.0f} (on {cores} cores; goal 60)")
+    return figures
+
+
+def main() -> None:
+    count = int(os.environ.get("BENCH_OPERATIONS", scaled(1000, 10)))
+    # Before and after in one run: the sandbox without the speed-ups of issue 47
+    # (RELAY_SANDBOX_BASELINE=1: emulator.moto_patches.BASELINE_SKIPS and the runtime's and mappings'
+    # own), then with them, in turn, so a slow moment of the machine falls on both.
+    rounds = int(os.environ.get("BENCH_ROUNDS", scaled(2, 1)))
+    results: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    for round_ in range(rounds):
+        for label in ("before", "after"):
+            if label == "before":
+                os.environ[BASELINE_VARIABLE] = "1"
+            else:
+                os.environ.pop(BASELINE_VARIABLE, None)
+            print(f"## {label} (round {round_ + 1} of {rounds})", flush=True)
+            try:
+                results[label].append(run(count))
+            finally:
+                os.environ.pop(BASELINE_VARIABLE, None)
+    print("## before / after (medians of the rounds; after/before for the rate, before/after for the rest)")
+    for figure in results["after"][0]:
+        before = statistics.median(r.get(figure, float("nan")) for r in results["before"])
+        after = statistics.median(r.get(figure, float("nan")) for r in results["after"])
+        faster = after / before if figure == "ops_per_second" else before / after
+        print(f"sandbox_{figure}: before {before:.2f}  after {after:.2f}  speed-up x{faster:.2f}")
 
 
 if __name__ == "__main__":

@@ -248,6 +248,7 @@ class FunctionRuntime:
         self.errors = 0
         self.timeouts = 0
         self.cold_starts = 0
+        self.busy_seconds = 0.0  # summed duration of the invocations that answered
         log_dir.mkdir(parents=True, exist_ok=True)
         self._log = (log_dir / f"{spec.name}.log").open("ab")
         paths = [str(spec.code_dir), *(str(d) for d in spec.layer_dirs)]
@@ -358,6 +359,7 @@ class FunctionRuntime:
             self.errors += 1
             return InvokeResult(False, error_type="Runtime.ExitError", error_message=f"worker died: {exc}")
         duration = time.monotonic() - started
+        self.busy_seconds += duration
         self.mean_duration = 0.9 * self.mean_duration + 0.1 * duration
         if not worker.alive() or reply.get("exit"):
             worker.kill()
