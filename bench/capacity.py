@@ -1,55 +1,21 @@
 """Capacity on paper: ``make capacity RATE=N [FLOW=payments]`` (``python -m bench.capacity --rate N``).
 
-Nothing here can load AWS, but ``make cost`` counted every request one operation of each flow makes,
-by caller, service and action (``.sandbox/cost.json``). Multiplied by a rate, those counts are the
-load on each resource; beside each load this prints the AWS quota that applies (``bench/quotas.json``:
-value, adjustable or not, scope, source, date read), or the Relay setting that caps it (the stage
-config and the constructs' defaults), and the utilisation. Then: the first limit to bind and the rate
-at which it binds (the rate at which the tightest one reaches 100 %), the per-partition quotas above
-50 %, the quotas a user must raise (with the value to request) and the Relay settings to change.
+``make cost`` counts every request one operation of each flow makes (``.sandbox/cost.json``): the
+meter's requests and billed units by caller, service and action, and the DynamoDB calls per table the
+emulator authorized. Multiplied by a rate, those are the load on each resource; beside each load this
+prints the AWS quota that applies (``bench/quotas.json``) or the Relay setting that caps it (the stage
+config), the utilisation, the first limit to bind and its rate, the per-partition quotas above 50 %, the
+quotas to raise and the Relay settings to change. How each load is modelled: docs/capacity.md.
 
-How each load is modelled:
-
-* **DynamoDB tables** (``dynamodb.table.*``, per on-demand table and separately per GSI): the write
-  and read units per operation (the meter's ``billed``: per KB, x2 in a transaction, GSI writes
-  included) times the rate, minus the index's own writes, which count against the index.
-* **An item keyed by the operation** (``OPERATION#<id>``, ``ORDER#<id>``...): random ids spread the
-  items over every partition, and DynamoDB adds partitions as the table's load grows, so no partition
-  is hot. What one partition can be made to carry is ONE item's writes: each operation has its own
-  item, so that load does not grow with the rate. The model takes the worst case, every unit an
-  operation writes to its item within one second, and compares it with 1,000 WU/s and 3,000 RU/s.
-* **A key shared by operations** (a SKU's stock, a customer's balance): rate x units per operation x
-  the share of operations that hit the busiest key (``--hot-share``, default 1: every operation on one
-  key, which is what ``make cost`` drove).
-* **A fixed-shard index** (the deadline index ``due``, ``relay.deadlines``): each shard value is one
-  index partition, so a shard takes rate x index writes per operation / shard count. ``dueAt`` is a
-  time, so a shard's writes land at the newest end of its key range; the model does not count on
-  DynamoDB splitting a shard's range and keeps the issue's 1,000 WU/s per shard.
-* **Lambda**: Little's law, concurrency = rate x invocations per operation x the stated duration
-  (``duration_ms_assumed`` in the cost JSON, or ``--duration-ms``, ``--function-duration``). Summed
-  against the account's concurrency; each SQS consumer's against Relay's maximum concurrency per event
-  source (stage config ``consumers.max_concurrency``).
-* **SQS**: standard queues have no documented request ceiling; a queue's in-flight messages are at
-  most rate x invocations x batch size x (batching window + duration).
-* **SNS**: messages published per second, account-wide (a PublishBatch counts its messages).
-* **HTTP APIs**: one API-function invocation per request; summed against the account throttle, and
-  per API against its stage throttle (stage config ``http_api.throttle_rate``).
-* **EventBridge**: PutEvents requests and rule invocations per second, account-wide.
-* **Secrets Manager**: GetSecretValue per operation as measured (the functions cache the secret per
-  container, so the true rate is lower: an upper bound).
-* **DynamoDB Streams**: readers per shard (one Lambda mapping per stream) against the two AWS allows;
-  it does not grow with the rate.
-* **S3**: PUTs per second per key prefix.
-
-What the cost JSON does not say -- which table and key a DynamoDB call wrote, how many of its write
-units went to an index, how many messages a PublishBatch carried, which prefix an S3 PUT wrote -- comes
-from ``ROUTES``, ``S3_ROUTES`` and ``MESSAGES_PER_OPERATION`` below, read off the code. A caller the
-tables do not know is counted against an ``unmapped`` table and named in the notes.
+What no run measures stays data: the quotas, the prices, and the key a table's items are written under
+(``KEYS``). A request the model cannot place on a table, or a table ``KEYS`` does not know, is named
+under ``unmapped`` (``unknown``; tests/e2e/test_capacity_routes_e2e.py fails on it).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import re
@@ -70,6 +36,9 @@ HEADROOM = 0.8
 # The issue's rule for per-partition limits: 10,000 operations/s stays under half of each.
 PARTITION_WARNING = 0.5
 INFINITE = math.inf
+# The fixed-shard deadline index (relay.deadlines.INDEX_NAME): a table's writes above one unit an item go
+# to it.
+DEADLINE_INDEX = "due"
 
 
 # -- inputs -------------------------------------------------------------------------------------------
@@ -153,119 +122,158 @@ def settings_for_stage(stage: str = "dev") -> Settings:
     )
 
 
-# -- what the cost JSON does not say: read off the code -------------------------------------------------
+# -- DynamoDB: what each route wrote, from the measured run ---------------------------------------------
 
 
 @dataclass(frozen=True)
-class Part:
-    """The share of one metered DynamoDB request that lands on one key pattern of one table.
+class Key:
+    """The key a table's items are written under; ``shared``: one key that many operations write (a
+    SKU's stock, a customer's balance), not one item per operation."""
 
-    ``units``: units per request on that key; None: whatever the request's other parts leave (at most
-    one such part per route). ``shared``: the key is shared by many operations (a hot key), not one per
-    operation. ``index_writes``: entries of the table's deadline index (``due``) the request writes or
-    removes; each is a KEYS_ONLY entry under 1 KB, so one write unit."""
-
-    table: str
-    key: str
-    units: float | None = None
+    pattern: str
     shared: bool = False
-    index_writes: float = 0.0
 
 
-def _on(table: str, key: str, **kwargs: Any) -> tuple[Part, ...]:
-    return (Part(table, key, **kwargs),)
-
-
-OPERATION = "OPERATION#<operationId>"
-ORDER = "ORDER#<orderId>"
-
-# (function, action) -> where its units land. Function: "<service>-<construct id>", as in the caller's
-# name without the stage prefix and the "Function<hash>" suffix.
-ROUTES: dict[tuple[str, str], tuple[Part, ...]] = {
-    # payments (functions/payments/store.py): everything is the operation item, keyed by its id. It
-    # enters the deadline index when accepted (the PutItem) and leaves it when the publisher settles it
-    # (relay.outbox.settle_item: the one UpdateItem per operation); the steps between cost the KEYS_ONLY
-    # index nothing.
-    ("payments-Api", "PutItem"): _on("payments-operations", OPERATION, index_writes=1),
-    ("payments-Api", "GetItem"): _on("payments-operations", OPERATION),
-    ("payments-PaymentWorker", "GetItem"): _on("payments-operations", OPERATION),
-    ("payments-PaymentWorker", "UpdateItem"): _on("payments-operations", OPERATION),
-    ("payments-PostProcessor", "GetItem"): _on("payments-operations", OPERATION),
-    ("payments-PostProcessor", "UpdateItem"): _on("payments-operations", OPERATION),
-    ("payments-InvoiceWorker", "GetItem"): _on("payments-operations", OPERATION),
-    ("payments-InvoiceWorker", "UpdateItem"): _on("payments-operations", OPERATION),
-    ("payments-OutboxPublisher", "UpdateItem"): _on("payments-operations", OPERATION, index_writes=1),
-    ("payments-NoticeSender", "GetItem"): _on("payments-operations", OPERATION),
-    # Powertools idempotency records of a notice (only for operations with a callbackUrl).
-    ("payments-NoticeSender", "PutItem"): _on("payments-idempotency", "<notice idempotency key>"),
-    ("payments-NoticeSender", "UpdateItem"): _on("payments-idempotency", "<notice idempotency key>"),
-    # orders (functions/orders/store.py, fulfilment.py): the order item, its reservation, and one stock
-    # item per SKU line, taken in the reservation's transaction (2 units: a transactional write of a
-    # small item). The stock item is shared by every order of that SKU.
-    ("orders-Api", "GetItem"): _on("orders-orders", ORDER),
-    ("orders-Api", "TransactWriteItems"): _on("orders-orders", ORDER),
-    ("orders-InventoryWorker", "GetItem"): _on("orders-orders", ORDER),
-    ("orders-InventoryWorker", "TransactWriteItems"): (
-        Part("orders-inventory", "SKU#<sku> (stock)", units=2, shared=True),
-        Part("orders-inventory", "ORDER#<orderId> (reservation)", units=2),
-        Part("orders-orders", ORDER),
-    ),
-    ("orders-PaidOrders", "GetItem"): _on("orders-orders", ORDER),
-    ("orders-PaidOrders", "TransactWriteItems"): _on("orders-orders", ORDER),
-    ("orders-ShippingWorker", "GetItem"): _on("orders-orders", ORDER),
-    ("orders-ShippingWorker", "TransactWriteItems"): _on("orders-orders", ORDER),
-    ("orders-OutboxPublisher", "UpdateItem"): _on("orders-orders", ORDER),
-    ("orders-Notifier", "PutItem"): _on("orders-idempotency", "<notification idempotency key>"),
-    ("orders-Notifier", "UpdateItem"): _on("orders-idempotency", "<notification idempotency key>"),
-    # loyalty (functions/loyalty/store.py): the balance and every order's accrual share the customer's
-    # partition (pk CUSTOMER#<customerId>), so all of it is one customer's key.
-    ("loyalty-PointsWorker", "GetItem"): _on("loyalty-points", "CUSTOMER#<customerId>", shared=True),
-    ("loyalty-PointsWorker", "TransactWriteItems"): _on(
-        "loyalty-points", "CUSTOMER#<customerId>", shared=True
-    ),
-    # reports (functions/reports/store.py): one verification per report; the notifier's Powertools
-    # records in the idempotency table.
-    ("reports-Verifier", "GetItem"): _on("reports-verifications", "REPORT#<reportId>"),
-    ("reports-Verifier", "TransactWriteItems"): _on("reports-verifications", "REPORT#<reportId>"),
-    ("reports-Notifier", "PutItem"): _on("reports-idempotency", "<notification idempotency key>"),
-    ("reports-Notifier", "UpdateItem"): _on("reports-idempotency", "<notification idempotency key>"),
-    # scores (functions/scores/snapshots.py): one snapshot per agent and hour; the job reads the
-    # hour's verifications with a Scan.
-    ("scores-SnapshotWorker", "Scan"): _on("reports-verifications", "(scan of the hour's verifications)"),
-    ("scores-SnapshotWorker", "GetItem"): _on("scores-scores", "AGENT#<agentId> (snapshot)"),
-    ("scores-SnapshotWorker", "PutItem"): _on("scores-scores", "AGENT#<agentId> (snapshot)"),
-    ("scores-SnapshotWorker", "TransactWriteItems"): _on("scores-scores", "AGENT#<agentId> (snapshot)"),
+# Table (its name without ``relay-<stage>-``) -> the key its items are written under: what a measured
+# run cannot say about DynamoDB (the meter counts units, not keys). A route that writes a table missing
+# here is named by ``unknown`` (and fails tests/e2e/test_capacity_routes_e2e.py).
+KEYS: dict[str, Key] = {
+    "payments-operations": Key("OPERATION#<operationId>"),
+    "payments-idempotency": Key("<notice idempotency key>"),
+    "orders-orders": Key("ORDER#<orderId>"),
+    "orders-inventory": Key("SKU#<sku> (stock)", shared=True),
+    "orders-idempotency": Key("<notification idempotency key>"),
+    # The balance and every order's accrual share the customer's partition (pk CUSTOMER#<customerId>).
+    "loyalty-points": Key("CUSTOMER#<customerId>", shared=True),
+    "reports-verifications": Key("REPORT#<reportId>"),
+    "reports-idempotency": Key("<notification idempotency key>"),
+    "scores-scores": Key("AGENT#<agentId> (snapshot)"),
+    "scores-idempotency": Key("<the hour's snapshot job>"),
 }
 
-# Stream consumers: the table whose stream each reads (one reader per shard each).
-STREAM_TABLES: dict[str, str] = {
-    "payments-OutboxPublisher": "payments-operations",
-    "orders-OutboxPublisher": "orders-orders",
+# The IAM actions one item of a transaction is authorized as (emulator.iam_requests), by request.
+_ITEMS_OF = {
+    "TransactWriteItems": ("PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem"),
+    "TransactGetItems": ("GetItem",),
 }
-
-# Messages each outbox publisher publishes to SNS per operation of a flow on the happy path (the meter
-# counts PublishBatch requests, not their messages). payments: PaymentRequested, PaymentCompleted,
-# InvoiceRequested, OperationCompleted (functions/payments/subscriptions.py); orders: OrderCreated and
-# OrderPaid on order-events (functions/orders/subscriptions.py; OrderPaid also goes to the bus).
-MESSAGES_PER_OPERATION: dict[str, float] = {
-    "payments-OutboxPublisher": 4.0,
-    "orders-OutboxPublisher": 2.0,
-}
+READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
+_EPSILON = 1e-6
 
 
 @dataclass(frozen=True)
-class S3Route:
-    bucket: str
-    prefix: str
-    # How many different prefixes one operation's PUTs spread over (at one moment).
-    prefixes_per_operation: float
+class Route:
+    """One function's requests of one DynamoDB action on one table, per operation, as measured: the
+    items it wrote or read there (a transaction's entries on that table), the units billed for them,
+    and of those the units that went to the table's deadline index."""
+
+    function: str
+    action: str
+    table: str
+    entries: float
+    units: float
+    index_units: float = 0.0
 
 
-S3_ROUTES: dict[tuple[str, str], S3Route] = {
-    # functions/orders/archive.py: events/dt=<day>/<eventType>/<eventId>.json -- one prefix per event
-    # type per day, and an order's two events (OrderCreated, OrderPaid) are two types.
-    ("orders-AnalyticsWriter", "PutObject"): S3Route("orders-analytics", "events/dt=<day>/<eventType>/", 2.0),
-}
+def _table(name: str) -> str:
+    """'relay-dev-payments-operations' -> 'payments-operations'."""
+    parts = name.split("-", 2)
+    return parts[2] if name.startswith("relay-") and len(parts) == 3 else name
+
+
+def _one_request_each(calls: Mapping[str, float], requests: float, shared: bool) -> dict[str, float] | None:
+    """The tables a single-item action's ``requests`` went to, from its calls per table (one a request).
+    ``shared``: a transaction of the same function is authorized as the same action, so only a set of
+    tables whose calls add up to ``requests`` (exactly one such set), or the only table, is certain."""
+    if not shared:
+        return dict(calls)
+    if len(calls) == 1:
+        ((table, n),) = calls.items()
+        return {table: requests} if n + _EPSILON >= requests else None
+    names = sorted(calls)
+    fits = [
+        subset
+        for size in range(1, len(names) + 1)
+        for subset in itertools.combinations(names, size)
+        if abs(sum(calls[t] for t in subset) - requests) < _EPSILON
+    ]
+    return {t: calls[t] for t in fits[0]} if len(fits) == 1 else None
+
+
+def routes(
+    flow_data: Mapping[str, Any], indexes: Mapping[str, Sequence[str]] | None = None
+) -> tuple[list[Route], list[str]]:
+    """Every (function, action, table) a measured flow touched, and what could not be placed.
+
+    The meter gives each function's requests and billed units per action (``by_caller_per_operation``);
+    the emulator's IAM report gives its calls per table (``table_calls_per_operation``: one per request
+    of a single-item action, one per item of a transaction, on that item's table). A request's units are
+    shared over its items; on a table with the deadline index (``relay.deadlines.INDEX_NAME``, from
+    ``indexes``), what a write bills above one unit an item (two in a transaction) is the index's: the
+    design keeps common-path items under 1 KB (DESIGN.md section 3)."""
+    indexed = {_table(t) for t, names in (indexes or {}).items() if DEADLINE_INDEX in names}
+    metered: dict[str, dict[str, tuple[float, float]]] = defaultdict(dict)
+    for r in flow_data.get("by_caller_per_operation", []):
+        if r["service"] == "dynamodb" and not r["caller"].startswith("glue:"):
+            metered[function_of(r["caller"])][r["action"]] = (float(r["requests"]), float(r["billed"]))
+    calls: dict[str, dict[tuple[str, str], float]] = defaultdict(lambda: defaultdict(float))
+    for c in flow_data.get("table_calls_per_operation", []):
+        if c["action"] != "GetRecords":
+            calls[function_of(c["function"])][(c["action"], _table(c["table"]))] += float(c["calls"])
+    found: list[Route] = []
+    unplaced: list[str] = []
+
+    def add(fn: str, action: str, per_table: Mapping[str, float], billed: float) -> None:
+        total = sum(per_table.values())
+        for table, entries in sorted(per_table.items()):
+            units = billed * entries / total if total else 0.0
+            index = 0.0
+            if table in indexed and action not in READS:
+                index = max(units - entries * (2 if action.startswith("Transact") else 1), 0.0)
+            found.append(Route(fn, action, table, entries, units, index))
+
+    for fn in sorted(set(metered) | set(calls)):
+        left, actions = calls[fn], metered.get(fn, {})
+        transacted = {a for t in actions if t in _ITEMS_OF for a in _ITEMS_OF[t]}
+        for action, (requests, billed) in sorted(actions.items()):
+            if action in _ITEMS_OF:
+                continue
+            tables = {t: n for (a, t), n in left.items() if a == action and n > _EPSILON}
+            placed = _one_request_each(tables, requests, action in transacted)
+            if not placed:
+                unplaced.append(f"dynamodb {action} by {fn}: {billed:g} units on no table the calls tell")
+                continue
+            add(fn, action, placed, billed)
+            for table, n in placed.items():
+                left[(action, table)] -= n
+        for action, (_requests, billed) in sorted(actions.items()):
+            if action not in _ITEMS_OF:
+                continue
+            items: dict[str, float] = defaultdict(float)
+            for (a, table), n in left.items():
+                if a in _ITEMS_OF[action] and n > _EPSILON:
+                    items[table] += n
+                    left[(a, table)] = 0.0
+            if items:
+                add(fn, action, items, billed)
+            else:
+                unplaced.append(f"dynamodb {action} by {fn}: {billed:g} units on no table the calls tell")
+        unplaced.extend(
+            f"dynamodb {action} by {fn} on {table}: {n:g} calls no metered request explains"
+            for (action, table), n in sorted(left.items())
+            if n > _EPSILON
+        )
+    return found, unplaced
+
+
+def unknown(flow_data: Mapping[str, Any], indexes: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """What the model does not know about a measured flow's DynamoDB requests: requests it could not
+    place on a table, and tables without a ``KEYS`` entry."""
+    found, unplaced = routes(flow_data, indexes)
+    return unplaced + [
+        f"dynamodb {r.action} by {r.function} on {r.table}: the table's key is not in KEYS"
+        for r in found
+        if r.table not in KEYS
+    ]
 
 
 _FUNCTION = re.compile(r"(?P<service>[a-z]+)-(?P<name>[A-Za-z0-9]+?)Function[0-9A-F]{8}\b")
@@ -280,9 +288,7 @@ def function_of(name: str) -> str:
 
 def _inside(caller: str) -> str:
     """'glue:sns (relay-dev-payments-payment-events)' -> 'payments-payment-events'."""
-    inner = caller[caller.find("(") + 1 : caller.rfind(")")] if "(" in caller else caller
-    parts = inner.split("-", 2)
-    return parts[2] if inner.startswith("relay-") and len(parts) == 3 else inner
+    return _table(caller[caller.find("(") + 1 : caller.rfind(")")] if "(" in caller else caller)
 
 
 # -- the model ----------------------------------------------------------------------------------------
@@ -419,12 +425,14 @@ def model(
     quotas: Mapping[str, Quota],
     function_durations_ms: Mapping[str, float] | None = None,
     prices: Mapping[str, Any] | None = None,
+    indexes: Mapping[str, Sequence[str]] | None = None,
 ) -> Capacity:
-    """The load on every resource a flow touches at ``rate`` operations per second, beside its limit."""
+    """The load on every resource a flow touches at ``rate`` operations per second, beside its limit
+    (``indexes``: each table's global secondary indexes, as ``make cost`` records them)."""
     cap = Capacity(flow=flow, rate=rate, duration_ms=duration_ms, settings=settings)
     requests = list(flow_data.get("by_caller_per_operation", []))
     durations = _durations(duration_ms, function_durations_ms or {})
-    _dynamodb(cap, requests, quotas)
+    _dynamodb(cap, flow_data, indexes, quotas)
     invocations = {
         function_of(k): float(v) for k, v in flow_data.get("invocations_per_operation", {}).items()
     }
@@ -433,7 +441,7 @@ def model(
     _sns(cap, requests, quotas)
     _http(cap, flow_data, quotas)
     _events(cap, flow_data, requests, quotas, prices or {})
-    _secrets_s3_streams(cap, requests, quotas)
+    _secrets_s3_streams(cap, requests, flow_data.get("table_calls_per_operation", []), quotas)
     cap.notes.append(
         "KMS: the SNS topics use SSE with the AWS managed key aws/sns, so SNS calls KMS for the account "
         f"(quota {quotas['kms.cryptographic.symmetric'].value:,.0f}/s shared, symmetric, us-east-1); the "
@@ -442,45 +450,39 @@ def model(
     return cap
 
 
-def _dynamodb(cap: Capacity, requests: Iterable[Mapping[str, Any]], quotas: Mapping[str, Quota]) -> None:
+def _dynamodb(
+    cap: Capacity,
+    flow_data: Mapping[str, Any],
+    indexes: Mapping[str, Sequence[str]] | None,
+    quotas: Mapping[str, Quota],
+) -> None:
     table_w: dict[str, float] = defaultdict(float)
     table_r: dict[str, float] = defaultdict(float)
     index_w: dict[str, float] = defaultdict(float)
-    item_w: dict[tuple[str, str], float] = defaultdict(float)
-    item_r: dict[tuple[str, str], float] = defaultdict(float)
-    shared_w: dict[tuple[str, str], float] = defaultdict(float)
-    shared_r: dict[tuple[str, str], float] = defaultdict(float)
-    for row in requests:
-        if row["service"] != "dynamodb":
-            continue
-        fn, action = function_of(row["caller"]), row["action"]
-        count, billed = float(row["requests"]), float(row["billed"])
-        reads = action in ("GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems")
-        route = ROUTES.get((fn, action))
-        if route is None:
-            table = f"unmapped ({fn})"
-            cap.unmapped.append(f"dynamodb {action} by {fn}: {billed:g} units per operation")
-            route = (Part(table, "?"),)
-        explicit = sum((p.units or 0.0) * count for p in route)
-        indexed = sum(p.index_writes * count for p in route)
-        rest = max(billed - explicit - indexed, 0.0)
-        for part in route:
-            units = (part.units * count) if part.units is not None else rest
-            index_units = part.index_writes * count
-            if reads:
-                table_r[part.table] += units
-                (shared_r if part.shared else item_r)[(part.table, part.key)] += units
-            else:
-                table_w[part.table] += units
-                index_w[part.table] += index_units
-                (shared_w if part.shared else item_w)[(part.table, part.key)] += units
+    key_w: dict[tuple[str, Key], float] = defaultdict(float)
+    key_r: dict[tuple[str, Key], float] = defaultdict(float)
+    found, unplaced = routes(flow_data, indexes)
+    cap.unmapped.extend(unplaced)
+    for route in found:
+        key = KEYS.get(route.table)
+        if key is None:
+            cap.unmapped.append(f"dynamodb {route.action} by {route.function} on {route.table}: key unknown")
+            key = Key("(key unknown)")
+        if route.action in READS:
+            table_r[route.table] += route.units
+            if route.action == "GetItem":  # a Query or Scan reads a range, not one key's item
+                key_r[(route.table, key)] += route.units
+        else:
+            table_w[route.table] += route.units - route.index_units
+            index_w[route.table] += route.index_units
+            key_w[(route.table, key)] += route.units - route.index_units
     for table in sorted(set(table_w) | set(table_r)):
-        for metric, units, key in (
+        for metric, units, name in (
             ("write units/s (table)", table_w[table], "dynamodb.table.write"),
             ("read units/s (table)", table_r[table], "dynamodb.table.read"),
         ):
             if units:
-                cap.rows.append(Row("DynamoDB", table, metric, units, _aws(quotas, key)))
+                cap.rows.append(Row("DynamoDB", table, metric, units, _aws(quotas, name)))
         warm = quotas["dynamodb.on_demand.warm_write"].value or 0.0
         if table_w[table] * cap.rate > warm:
             cap.notes.append(
@@ -491,19 +493,14 @@ def _dynamodb(cap: Capacity, requests: Iterable[Mapping[str, Any]], quotas: Mapp
     for table, units in sorted(index_w.items()):
         if not units:
             continue
+        index = f"{table} index {DEADLINE_INDEX}"
         cap.rows.append(
-            Row(
-                "DynamoDB",
-                f"{table} index due",
-                "write units/s (GSI)",
-                units,
-                _aws(quotas, "dynamodb.table.write"),
-            )
+            Row("DynamoDB", index, "write units/s (GSI)", units, _aws(quotas, "dynamodb.table.write"))
         )
         cap.rows.append(
             Row(
                 "DynamoDB",
-                f"{table} index due, one shard of {shards}",
+                f"{index}, one shard of {shards}",
                 "write units/s (partition)",
                 shard_load(1.0, units, shards),
                 _aws(quotas, "dynamodb.partition.write"),
@@ -511,51 +508,35 @@ def _dynamodb(cap: Capacity, requests: Iterable[Mapping[str, Any]], quotas: Mapp
                 shard=True,
             )
         )
-    for (table, key), units in sorted(item_w.items()):
-        cap.rows.append(
-            Row(
-                "DynamoDB",
-                f"{table} {key}",
-                "write units/s (one item, worst second)",
-                units,
-                _aws(quotas, "dynamodb.partition.write"),
-                scales=False,
-                note="one item per operation: its units, all in one second at worst, whatever the rate",
-            )
-        )
-    for (table, key), units in sorted(item_r.items()):
-        cap.rows.append(
-            Row(
-                "DynamoDB",
-                f"{table} {key}",
-                "read units/s (one item, worst second)",
-                units,
-                _aws(quotas, "dynamodb.partition.read"),
-                scales=False,
-            )
-        )
     share = cap.settings.hot_key_share
-    for (table, key), units in sorted(shared_w.items()):
-        cap.rows.append(
-            Row(
-                "DynamoDB",
-                f"{table} {key}",
-                "write units/s (shared key)",
-                units * share,
-                _aws(quotas, "dynamodb.partition.write"),
-                note=f"a key shared by operations; {share:.0%} of them on the busiest (--hot-share)",
-            )
-        )
-    for (table, key), units in sorted(shared_r.items()):
-        cap.rows.append(
-            Row(
-                "DynamoDB",
-                f"{table} {key}",
-                "read units/s (shared key)",
-                units * share,
-                _aws(quotas, "dynamodb.partition.read"),
-            )
-        )
+    for loads, kind, quota in (
+        (key_w, "write", "dynamodb.partition.write"),
+        (key_r, "read", "dynamodb.partition.read"),
+    ):
+        for (table, key), units in sorted(loads.items(), key=lambda kv: (kv[0][0], kv[0][1].pattern)):
+            if key.shared:
+                cap.rows.append(
+                    Row(
+                        "DynamoDB",
+                        f"{table} {key.pattern}",
+                        f"{kind} units/s (shared key)",
+                        units * share,
+                        _aws(quotas, quota),
+                        note=f"a key shared by operations; {share:.0%} of them on the busiest (--hot-share)",
+                    )
+                )
+            else:
+                cap.rows.append(
+                    Row(
+                        "DynamoDB",
+                        f"{table} {key.pattern}",
+                        f"{kind} units/s (one item, worst second)",
+                        units,
+                        _aws(quotas, quota),
+                        scales=False,
+                        note="one item per operation: its units, all in one second at worst, at any rate",
+                    )
+                )
 
 
 def _lambda(
@@ -657,17 +638,14 @@ def _sns(cap: Capacity, requests: Iterable[Mapping[str, Any]], quotas: Mapping[s
     bounds = []
     for r in requests:
         if r["service"] == "sns" and r["action"] in ("Publish", "PublishBatch"):
-            fn = function_of(r["caller"])
             if "entries" in r:  # the meter's message count, when cost.json carries it
                 messages += float(r["entries"])
             elif r["action"] == "Publish":
                 messages += float(r["requests"])
-            elif fn in MESSAGES_PER_OPERATION:
-                messages += MESSAGES_PER_OPERATION[fn]
-            else:
+            else:  # the meter counts a PublishBatch's requests, not its messages
                 per_batch = quotas["sns.publish_batch.entries"].value or 10.0
                 messages += float(r["requests"]) * per_batch
-                bounds.append(fn)
+                bounds.append(function_of(r["caller"]))
         elif r["service"] == "sns" and r["action"] == "Deliver to SQS":
             cap.rows.append(
                 Row("SNS", _inside(r["caller"]), "deliveries to SQS/s", float(r["requests"]), None)
@@ -697,7 +675,7 @@ def _sns(cap: Capacity, requests: Iterable[Mapping[str, Any]], quotas: Mapping[s
                 )
             )
     if messages:
-        note = "messages per operation read off the code (MESSAGES_PER_OPERATION)"
+        note = "messages per operation as measured"
         if bounds:
             note = f"upper bound for {', '.join(bounds)}: 10 messages per PublishBatch"
         cap.rows.append(
@@ -814,7 +792,10 @@ def _events(
 
 
 def _secrets_s3_streams(
-    cap: Capacity, requests: Sequence[Mapping[str, Any]], quotas: Mapping[str, Quota]
+    cap: Capacity,
+    requests: Sequence[Mapping[str, Any]],
+    table_calls: Iterable[Mapping[str, Any]],
+    quotas: Mapping[str, Quota],
 ) -> None:
     secrets = sum(
         float(r["requests"])
@@ -835,39 +816,35 @@ def _secrets_s3_streams(
     for r in requests:
         if r["service"] != "s3":
             continue
-        fn = function_of(r["caller"])
-        route = S3_ROUTES.get((fn, r["action"]))
         put = r["action"] in ("PutObject", "CopyObject", "DeleteObject", "POST")
-        key = "s3.prefix.put" if put else "s3.prefix.get"
-        if route is None:
-            cap.unmapped.append(f"s3 {r['action']} by {fn}: counted as one prefix")
-            route = S3Route("?", "?", 1.0)
         cap.rows.append(
             Row(
                 "S3",
-                f"{route.bucket} {route.prefix}",
+                f"objects of {function_of(r['caller'])}",
                 f"{'PUT' if put else 'GET'} requests/s (one prefix)",
-                float(r["requests"]) / route.prefixes_per_operation,
-                _aws(quotas, key),
-                note=f"{r['requests']:g} per operation over {route.prefixes_per_operation:g} prefixes",
+                float(r["requests"]),
+                _aws(quotas, "s3.prefix.put" if put else "s3.prefix.get"),
+                note="every request on one prefix: an upper bound",
             )
         )
-    readers: dict[str, int] = defaultdict(int)
     # A stream the flow writes: its mapping got records (an idle stream's GetRecords all come back empty).
+    # Its reads are signed with the function's role, so the IAM report names the table they read.
     busy = {
         function_of(r["caller"])
         for r in requests
         if r["service"] == "dynamodbstreams" and float(r["requests"]) > float(r["empty"])
     }
-    for fn in sorted(busy):
-        readers[STREAM_TABLES.get(fn, f"unmapped ({fn})")] += 1
-    for table, count in sorted(readers.items()):
+    readers: dict[str, set[str]] = defaultdict(set)
+    for c in table_calls:
+        if c["action"] == "GetRecords" and function_of(c["function"]) in busy:
+            readers[_table(c["table"])].add(function_of(c["function"]))
+    for table, functions in sorted(readers.items()):
         cap.rows.append(
             Row(
                 "DynamoDB Streams",
                 f"{table} stream",
                 "readers per shard",
-                float(count),
+                float(len(functions)),
                 _aws(quotas, "dynamodb.streams.readers_per_shard"),
                 scales=False,
                 note="one Lambda mapping per stream; does not grow with the rate",
@@ -1088,6 +1065,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         quotas=load_quotas(),
         function_durations_ms=_overrides(args.function_duration),
         prices=prices,
+        indexes=cost.get("indexes"),
     )
     text = json.dumps(as_json(cap), indent=2) + "\n"
     if args.json_out and str(args.json_out) == "-":  # the JSON alone, for a pipe

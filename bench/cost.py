@@ -119,6 +119,36 @@ def _invocations(sb: Sandbox) -> dict[str, int]:
     return {name: fn.invocations for name, fn in sb.runtime.functions.items()}
 
 
+def _table_calls(sb: Sandbox) -> dict[tuple[str, str, str], int]:
+    """(function, action, table) -> the DynamoDB calls the emulator authorized for each function so far
+    (its IAM report): one per item of a transaction or a batch, on that item's table, and the stream
+    reads its event source mapping made with the function's role (action GetRecords). The meter counts
+    requests per action; this says which tables they touched (``bench/capacity.py`` reads both)."""
+    from emulator.iam_report import fetch_report
+
+    calls: dict[tuple[str, str, str], int] = {}
+    for fn in fetch_report(sb.endpoint)["functions"]:
+        for call, n in fn["calls"].items():
+            action, _, resource = call.partition(" ")
+            if action.startswith("dynamodb:") and ":table/" in resource:
+                table = resource.split(":table/", 1)[1].split("/", 1)[0]
+                key = (str(fn["function"]), action.removeprefix("dynamodb:"), table)
+                calls[key] = calls.get(key, 0) + int(n)
+    return calls
+
+
+def _indexes(sb: Sandbox) -> dict[str, list[str]]:
+    """Each table's global secondary indexes, as deployed."""
+    ddb = client("dynamodb", sb.endpoint)
+    return {
+        table: [
+            i["IndexName"]
+            for i in ddb.describe_table(TableName=table)["Table"].get("GlobalSecondaryIndexes", [])
+        ]
+        for table in sb.topology.tables
+    }
+
+
 def _log_sizes(sb: Sandbox) -> dict[str, int]:
     sizes = {}
     for name in sb.topology.functions:
@@ -134,6 +164,7 @@ def measure(sb: Sandbox, flow: str, operations: int, drive: Drive) -> Measured:
     _settle(sb)
     _meter(sb, reset=True)
     invocations, logs = _invocations(sb), _log_sizes(sb)
+    table_calls = _table_calls(sb)
     bridge = sb.eventbridge
     firings = bridge.firings if bridge else 0
     calls = len(bridge.deliveries) if bridge else 0
@@ -143,6 +174,7 @@ def measure(sb: Sandbox, flow: str, operations: int, drive: Drive) -> Measured:
     after = _invocations(sb)
     logs_after = _log_sizes(sb)
     rows = _meter(sb)
+    table_calls_after = _table_calls(sb)
     return Measured(
         flow=flow,
         operations=operations,
@@ -162,6 +194,16 @@ def measure(sb: Sandbox, flow: str, operations: int, drive: Drive) -> Measured:
         producer_publishes=producer,
         http_requests=http + (len(bridge.deliveries) if bridge else 0) - calls,
         seconds=time.monotonic() - started,
+        table_calls=[
+            {
+                "function": fn,
+                "action": action,
+                "table": table,
+                "calls": n - table_calls.get((fn, action, table), 0),
+            }
+            for (fn, action, table), n in sorted(table_calls_after.items())
+            if n > table_calls.get((fn, action, table), 0) and not periodic(fn)
+        ],
     )
 
 
@@ -436,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                     }
                     for r in m.requests
                 ],
+                "table_calls_per_operation": [{**c, "calls": c["calls"] / ops} for c in m.table_calls],
                 "sandbox_seconds": m.seconds,
                 "sweeper_runs": m.periodic_runs,
                 "sweeper_requests_per_run": m.periodic_requests / m.periodic_runs
@@ -448,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {line:<52} ${usd * 1e6:>9,.2f}")
         idle = queues * price("sqs.request", IDLE_RECEIVES_PER_QUEUE_MONTH)
         results["fixed_monthly_usd"] = {"idle_polling": idle, "queues": queues}
+        results["indexes"] = _indexes(sb)
         print(
             f"\nfixed, not per operation: idle polling of {queues} queues ≈ ${idle:,.2f} a month "
             "(Lambda's pollers long-poll 20 s)"

@@ -40,6 +40,8 @@ class Measured:
     # to show they do not grow with the volume in flight.
     periodic_requests: int = 0
     periodic_runs: int = 0
+    # (function, action, table, calls): which tables the DynamoDB requests touched (bench/cost.py).
+    table_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 def billed_as(service: str, action: str, caller: str) -> tuple[str, str | None]:

@@ -9,7 +9,10 @@ consumers capped at 5 concurrent batches of 10, a 1 s batching window). Per oper
                             GetItem 1 RU
     payments-PaymentWorker  0.1 invocations (batches of 10); UpdateItem 2 requests = 2 WU; GetItem 1 RU
     payments-OutboxPublisher 0.25 invocations; UpdateItem 1 = 2 WU (1 table + 1 `due` entry out);
-                            PublishBatch 0.5 requests (4 events: MESSAGES_PER_OPERATION)
+                            PublishBatch 0.5 requests carrying 4 events (the meter's entries)
+
+and every one of those DynamoDB calls on payments-operations (the IAM report's calls per table), which
+has the deadline index.
     SQS (the worker's mapping) ReceiveMessage 0.2 (0.05 of them empty), DeleteMessageBatch 0.1
 
 So, per operation: table 1 + 2 + 1 = 4 WU, 1 + 1 = 2 RU; index 2 WU; 2.35 invocations.
@@ -25,6 +28,7 @@ import pytest
 
 from bench.capacity import (
     Capacity,
+    Route,
     Row,
     Settings,
     concurrency,
@@ -33,12 +37,16 @@ from bench.capacity import (
     main,
     model,
     request_value,
+    routes,
     shard_load,
+    unknown,
 )
 
 API = "relay-test-payments-ApiFunctionAAAAAAAA"
 WORKER = "relay-test-payments-PaymentWorkerFunctionBBBBBBBB"
 PUBLISHER = "relay-test-payments-OutboxPublisherFunctionCCCCCCCC"
+OPERATIONS = "relay-test-payments-operations"
+INDEXES = {OPERATIONS: ["by-deadline", "due"], "relay-test-orders-orders": []}
 
 
 def metered(
@@ -54,6 +62,10 @@ def metered(
     }
 
 
+def called(function: str, action: str, table: str, calls: float) -> dict[str, Any]:
+    return {"function": function, "action": action, "table": table, "calls": calls}
+
+
 def payments_flow(*extra: dict[str, Any]) -> dict[str, Any]:
     return {
         "invocations_per_operation": {
@@ -67,12 +79,20 @@ def payments_flow(*extra: dict[str, Any]) -> dict[str, Any]:
             metered(WORKER, "dynamodb", "UpdateItem", 2, 2),
             metered(WORKER, "dynamodb", "GetItem", 1, 1),
             metered(PUBLISHER, "dynamodb", "UpdateItem", 1, 2),
-            metered(PUBLISHER, "sns", "PublishBatch", 0.5, 0.5),
+            {**metered(PUBLISHER, "sns", "PublishBatch", 0.5, 0.5), "entries": 4},
             metered(f"glue:esm ({WORKER})", "sqs", "ReceiveMessage", 0.2, 0.2, empty=0.05),
             metered(f"glue:esm ({WORKER})", "sqs", "DeleteMessageBatch", 0.1, 0.1),
             metered(f"glue:esm ({PUBLISHER})", "dynamodbstreams", "GetRecords", 0.3, 0.3, empty=0.1),
             metered("glue:sns (relay-test-payments-payment-events)", "sns", "Deliver to SQS", 4, 4),
             *extra,
+        ],
+        "table_calls_per_operation": [
+            called(API, "PutItem", OPERATIONS, 1),
+            called(API, "GetItem", OPERATIONS, 1),
+            called(WORKER, "UpdateItem", OPERATIONS, 2),
+            called(WORKER, "GetItem", OPERATIONS, 1),
+            called(PUBLISHER, "UpdateItem", OPERATIONS, 1),
+            called(PUBLISHER, "GetRecords", OPERATIONS, 0.3),
         ],
     }
 
@@ -98,6 +118,7 @@ def run(rate: float, *, shards: int = 4, flow: dict[str, Any] | None = None) -> 
         duration_ms=100,
         settings=dev_settings(shards),
         quotas=load_quotas(),
+        indexes=INDEXES,
     )
 
 
@@ -250,13 +271,86 @@ def test_quotas_to_raise_and_the_value_to_request() -> None:
     assert request_value(40_000) == 50_000
 
 
-def test_an_unmapped_caller_is_counted_and_named() -> None:
-    mystery = metered("relay-test-payments-MysteryFunctionDDDDDDDD", "dynamodb", "PutItem", 1, 3)
-    cap = run(1000, flow=payments_flow(mystery))
-    assert row(cap, "unmapped (payments-Mystery)", "write units/s (table)").load(1000) == pytest.approx(3000)
+def test_a_transaction_s_units_are_shared_over_the_tables_of_its_items() -> None:
+    inventory = "relay-test-orders-InventoryWorkerFunctionDDDDDDDD"
+    flow = {
+        "by_caller_per_operation": [
+            metered(inventory, "dynamodb", "GetItem", 1, 1),
+            metered(inventory, "dynamodb", "TransactWriteItems", 1, 4),
+        ],
+        "table_calls_per_operation": [
+            called(inventory, "GetItem", "relay-test-orders-orders", 1),
+            called(inventory, "UpdateItem", "relay-test-orders-inventory", 1),
+            called(inventory, "UpdateItem", "relay-test-orders-orders", 1),
+        ],
+    }
+    found, unplaced = routes(flow, INDEXES)
+    assert unplaced == []
+    assert sorted(found, key=lambda r: (r.action, r.table)) == [
+        Route("orders-InventoryWorker", "GetItem", "orders-orders", 1, 1),
+        Route("orders-InventoryWorker", "TransactWriteItems", "orders-inventory", 1, 2),
+        Route("orders-InventoryWorker", "TransactWriteItems", "orders-orders", 1, 2),
+    ]
+    cap = model(flow, flow="orders", rate=100, duration_ms=100, settings=dev_settings(), quotas=load_quotas())
+    # The SKU's stock is one key every order writes: 2 WU an order, 200 WU/s at 100 orders/s.
+    stock = row(cap, "orders-inventory SKU#<sku> (stock)", "write units/s (shared key)")
+    assert stock.load(100) == pytest.approx(200)
+
+
+def test_a_put_beside_a_transaction_goes_to_the_only_tables_whose_calls_it_explains() -> None:
+    worker = "relay-test-scores-SnapshotWorkerFunctionEEEEEEEE"
+    flow = {
+        "by_caller_per_operation": [
+            metered(worker, "dynamodb", "PutItem", 2.5, 2.5),
+            metered(worker, "dynamodb", "TransactWriteItems", 1, 2),
+        ],
+        "table_calls_per_operation": [
+            called(worker, "PutItem", "relay-test-scores-scores", 2.5),
+            called(worker, "PutItem", "relay-test-scores-idempotency", 1),
+        ],
+    }
+    found, unplaced = routes(flow)
+    assert unplaced == []
+    assert {(r.action, r.table, r.entries, r.units) for r in found} == {
+        ("PutItem", "scores-scores", 2.5, 2.5),
+        ("TransactWriteItems", "scores-idempotency", 1, 2),
+    }
+
+
+def test_a_route_on_a_table_the_model_does_not_know_is_named() -> None:
+    mystery = "relay-test-payments-MysteryFunctionDDDDDDDD"
+    flow = payments_flow(metered(mystery, "dynamodb", "PutItem", 1, 3))
+    flow["table_calls_per_operation"].append(called(mystery, "PutItem", "relay-test-payments-ledger", 1))
+    assert unknown(flow, INDEXES) == [
+        "dynamodb PutItem by payments-Mystery on payments-ledger: the table's key is not in KEYS"
+    ]
+    cap = run(1000, flow=flow)
+    assert row(cap, "payments-ledger", "write units/s (table)").load(1000) == pytest.approx(3000)
     assert any("payments-Mystery" in entry for entry in cap.unmapped)
     # The known table is unchanged by it.
     assert row(cap, "payments-operations", "write units/s (table)").load(1000) == pytest.approx(4000)
+
+
+def test_requests_and_calls_that_do_not_match_are_named() -> None:
+    flow = payments_flow(metered(WORKER, "dynamodb", "DeleteItem", 1, 1))
+    flow["table_calls_per_operation"].append(called(PUBLISHER, "PutItem", OPERATIONS, 1))
+    assert unknown(flow, INDEXES) == [
+        "dynamodb PutItem by payments-OutboxPublisher on payments-operations: 1 calls no metered request "
+        "explains",
+        "dynamodb DeleteItem by payments-PaymentWorker: 1 units on no table the calls tell",
+    ]
+    assert unknown(payments_flow(), INDEXES) == []
+
+
+def test_without_the_meter_s_entries_a_publish_batch_counts_as_ten_messages() -> None:
+    flow = payments_flow()
+    flow["by_caller_per_operation"] = [
+        metered(PUBLISHER, "sns", "PublishBatch", 0.5, 0.5) if r["action"] == "PublishBatch" else r
+        for r in flow["by_caller_per_operation"]
+    ]
+    sns = row(run(1000, flow=flow), "account (every topic)", "messages published/s")
+    assert sns.load(1000) == pytest.approx(5000)
+    assert "upper bound" in sns.note
 
 
 def test_function_names_lose_the_stage_and_the_construct_hash() -> None:
@@ -278,7 +372,9 @@ def test_without_make_cost_s_figures_it_says_what_to_run(
 
 def test_the_command_writes_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cost = tmp_path / "cost.json"
-    cost.write_text(json.dumps({"duration_ms_assumed": 100, "flows": {"payments": payments_flow()}}))
+    cost.write_text(
+        json.dumps({"duration_ms_assumed": 100, "flows": {"payments": payments_flow()}, "indexes": INDEXES})
+    )
     assert main(["--rate", "100", "--json", str(cost), "--flow", "orders"]) == 2
     assert "flow 'orders' is not in" in capsys.readouterr().err
     out = tmp_path / "capacity.json"
