@@ -4,7 +4,9 @@
 * ``operation`` shows a payment operation as stored: state, version, step history, timestamps, error,
   claim-check refs, its deadline and retry fields, its outbox rows (published or not), and its parked
   messages from the parked ledger (``relay.ledger``, GSI ``by-entity``) -- no DLQ is received from.
-* ``order`` does the same for an order.
+* ``order`` shows what an order item holds, read through the orders store: status, version, lines,
+  history, the stock it holds (``stock``), its payment, ``shipment``, rejection or cancellation and the
+  events it has processed (``seen``), with its orphan payments and parked messages.
 * ``replay`` re-drives the current step of a non-terminal operation through the outbox, with the
   sweeper's own code (``payments.sweeper.redrive``): the partners' idempotency keys come from the
   operation id, so a replay cannot charge or invoice twice. It refuses a terminal operation (its end
@@ -24,6 +26,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,34 +139,47 @@ def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
     }
 
 
-def describe_order(app: App, order_id: str) -> dict[str, Any] | None:
-    from orders.store import history_entry_from_item
-
-    rows = _items(app, app.name("orders", "orders"), f"ORDER#{order_id}")
-    item = next((r for r in rows if r.get("sk") == "ORDER"), None)
-    if item is None:
-        return None
+def _fields(value: Any) -> dict[str, Any]:
+    """A domain record as the item names its attributes (``eventId``, not ``event_id``)."""
     return {
-        "orderId": order_id,
-        "status": item.get("status"),
-        "version": item.get("version"),
-        "createdAt": item.get("createdAt"),
-        "updatedAt": item.get("updatedAt"),
-        "history": [h.entry() for h in map(history_entry_from_item, item.get("history") or [])],
-        "rejection": item.get("rejection"),
-        "cancellation": item.get("cancellation"),
-        "paymentOperationId": item.get("paymentOperationId"),
-        "reservation": next((r for r in rows if r.get("sk") == "RESERVATION"), None),
+        name.split("_")[0] + "".join(part.title() for part in name.split("_")[1:]): v
+        for name, v in asdict(value).items()
+        if v is not None
+    }
+
+
+def describe_order(app: App, order_id: str) -> dict[str, Any] | None:
+    """What the order item holds, read through the orders store (``orders.store.OrderStore``), with
+    the orphan payments under it and its parked messages."""
+    from orders.store import OrderStore
+
+    table = app.name("orders", "orders")
+    store = OrderStore(orders_table=table, idempotency_table=None, ddb_client=app.client("dynamodb"))
+    order = store.get_order(order_id)
+    if order is None:
+        return None
+    held = {
+        "rejection": order.rejection,
+        "cancellation": order.cancellation,
+        "shipment": order.shipment,
+    }
+    return {
+        "orderId": order.order_id,
+        "customerId": order.customer_id,
+        "status": order.status,
+        "version": order.version,
+        "createdAt": order.created_at,
+        "updatedAt": order.updated_at,
+        "items": [asdict(line) for line in order.items],
+        "currency": order.currency,
+        "history": [h.entry() for h in order.history],
+        "stock": order.stock,
+        "paymentOperationId": order.payment_operation_id,
+        **{name: _fields(value) if value else None for name, value in held.items()},
+        "seen": order.seen,
         # A payment that completed for this order after it was closed (the OrphanPayments alarm).
-        "orphanPayments": [r for r in rows if r.get("kind") == "orphan-payment"],
-        "outbox": [
-            {
-                "eventType": r.get("eventType"),
-                "eventId": r.get("eventId"),
-                "publishedAt": r.get("publishedAt"),
-            }
-            for r in rows
-            if r.get("kind") == "outbox"
+        "orphanPayments": [
+            r for r in _items(app, table, f"ORDER#{order_id}") if r.get("kind") == "orphan-payment"
         ],
         "parked": parked_messages(app, "orderId", order_id),
     }
