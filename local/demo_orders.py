@@ -402,9 +402,10 @@ class OrdersReader:
 
         bucket = next(
             (
-                f.environment["ANALYTICS_BUCKET"]
-                for f in self.sb.topology.functions.values()
-                if "ANALYTICS_BUCKET" in f.environment
+                o.value
+                for stack in self.sb.topology.stacks
+                for o in stack.outputs
+                if o.key == "AnalyticsBucketName"
             ),
             None,
         )

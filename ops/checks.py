@@ -16,7 +16,6 @@ batch, ``ops dlq redrive`` asks each event's consumer for the record its effect 
   (``payments.step_rules``), and its step history that no state was entered twice;
 - a side effect's Powertools record (``relay.side_effects.record_id``, status COMPLETED): the
   notifiers' webhooks, sent at most once;
-- the archived object (orders' analytics: one S3 object per eventId);
 - nothing, for a consumer whose work is not per event (the payments sweeper), said so.
 
 Which record each consumer leaves is in ``EVIDENCE``, keyed by the function's handler; a test holds
@@ -151,18 +150,6 @@ def _side_effect(module: str, key_of: Callable[[Envelope], str]) -> Check:
         )
 
     return check
-
-
-def _archived(subject: Subject) -> str | None:
-    from orders.archive import archive_key
-
-    bucket, key = subject.env("ANALYTICS_BUCKET"), archive_key(subject.envelope)
-    try:
-        subject.app.client("s3").head_object(Bucket=bucket, Key=key)
-    except Exception as exc:  # ClientError 404 (or 403 without ListBucket): not there to be seen
-        event = subject.envelope
-        return f"{event.event_type} {event.event_id}: s3://{bucket}/{key} is missing ({exc})"
-    return None
 
 
 def _notice(subject: Subject) -> str | None:
@@ -314,7 +301,6 @@ EVIDENCE: dict[str, Evidence] = {
     "orders.handlers.notifier.handler": Evidence(
         "the notification's side-effect record", _side_effect("orders.notification", lambda e: e.event_id)
     ),
-    "orders.handlers.analytics.handler": Evidence("the archived object (one per eventId)", _archived),
     "orders.handlers.shipping.handler": Evidence(
         ORDER_RECORD + ", else the order's shipment recorded or the order not PAID",
         _recorded("order", _order_key, _shipped_or_not_to_be),

@@ -16,7 +16,7 @@ per SNS-subscribed queue
 - raw delivery as the consumer expects: the service's ``functions/<service>/subscriptions.py``
   (standard library only) says ``<QUEUE>_RAW_DELIVERY`` for one queue or ``RAW_DELIVERY`` for all of the
   service's, else enveloped (``FanoutTopic.subscribe``'s default): payments and reports enveloped,
-  orders' analytics raw;
+  orders' archive goes to Firehose, not a queue;
 - not encrypted with ``alias/aws/sqs``: SNS cannot use an AWS-managed SQS key, and every delivery fails;
 - the subscription has its undeliverable DLQ;
 per queue a function consumes (an SQS event source mapping)
@@ -237,19 +237,17 @@ class Doctor:
     def _layouts(self) -> list[Check]:
         """How many items of an older data layout each ``ops migrate`` pass would still rewrite: the
         release without the older layout's readers may be deployed only when every count is 0."""
-        from ops.migrate import DRAINING, older_items, passes
+        from ops.migrate import older_items, passes
 
-        services = {p.name: p.service for p in passes()} | {what: service for service, _, what in DRAINING}
-        drained = {what for _, _, what in DRAINING}
+        services = {p.name: p.service for p in passes()}
         rewrite = f"python -m ops migrate --stage {self.app.stage} --reason '…' (docs/deployment.md)"
-        drain = "its consumer drains it (python -m ops status); what it parked: python -m ops dlq redrive"
         return [
             Check(
                 "data layout",
                 f"{name}: none left",
                 count == 0,
                 f"{count} left",
-                drain if name in drained else rewrite,
+                rewrite,
             )
             for name, count in older_items(self.app).items()
             if self._wanted(services[name])

@@ -24,9 +24,7 @@ rewrite and writes nothing (no audit, no checkpoint).
 
 What a migration cannot rewrite is counted and left to its TTL: client Idempotency-Keys bound by the
 layout before (``request-key#…``: today's ids derive from caller and key, an old key named a random
-id), and processed-event markers (``event#…``, kept 7 days). The analytics queue of the orders' old
-subscription is drained by its writer; the run and ``ops doctor`` report what is still in it and its
-DLQ, which must be 0 before a release deletes the queue.
+id), and processed-event markers (``event#…``, kept 7 days).
 """
 
 from __future__ import annotations
@@ -240,10 +238,6 @@ EXPIRING = (
     ("processed-event markers (expire by TTL)", "event#"),
 )
 EXPIRING_TABLES = (("payments", "idempotency"), ("orders", "idempotency"))
-# Queues no longer subscribed, drained by their consumer: a release may delete them once empty.
-DRAINING = (
-    ("orders", "orders-analytics", "messages in the orders analytics queue (unsubscribed since Firehose)"),
-)
 
 
 # -- the driver -------------------------------------------------------------------------------------
@@ -337,27 +331,13 @@ def expiring(ctx: Context) -> Counter[str]:
     return found
 
 
-def draining(app: App) -> dict[str, int]:
-    """Messages still in each queue of ``DRAINING`` and its DLQ (visible, in flight, delayed), by what
-    it is; a queue that is not deployed (any more) is left out."""
-    by_short = {q.short: q for q in app.queues()}
-    left: dict[str, int] = {}
-    for _service, short, what in DRAINING:
-        found = [q for q in (by_short.get(short), by_short.get(f"{short}-dlq")) if q is not None]
-        if found:
-            left[what] = sum(q.visible + q.in_flight + q.delayed for q in found)
-    return left
-
-
 def older_items(app: App) -> dict[str, int]:
-    """How many items of an older layout each pass would rewrite now, and how many messages the queues
-    being drained still hold (``ops doctor``)."""
+    """How many items of an older layout each pass would rewrite now (``ops doctor``)."""
     ctx = Context(app, dry_run=True, rate=0)
-    counts = {
+    return {
         step.name: sum(n for outcome, n in run_pass(ctx, step, {}).items() if outcome.startswith("would"))
         for step in passes()
     }
-    return {**counts, **draining(app)}
 
 
 def _checkpoint_file(ctx: Context) -> Path:
@@ -390,7 +370,6 @@ def migrate(app: App, *, dry_run: bool, rate: float, reason: str, restart: bool 
         "reason": reason,
         "passes": results,
         "leftToExpire": dict(expiring(ctx)),
-        "draining": draining(app),
         "seconds": round((datetime.now(UTC) - started).total_seconds(), 1),
     }
     if not dry_run:
@@ -437,8 +416,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {name}: {shown}")
     for what, n in sorted(record["leftToExpire"].items()):
         print(f"  left to expire: {what}: {n}")
-    for what, n in sorted(record["draining"].items()):
-        print(f"  {what}: {n}")
     if not args.dry_run:
         print(f"audited in {AUDIT_FILE}")
     return 0

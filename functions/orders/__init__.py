@@ -4,7 +4,7 @@ Layers, each in its own place:
 
 * entry points -- ``handlers/``: ``api`` (POST /orders, GET /orders/{id}, cancel), ``outbox_publisher``
   (orders-table stream -> SNS ``order-events``), and the consumers ``inventory``, ``notifier``,
-  ``analytics`` and ``paid_orders``: thin, one call into the domain each;
+  ``paid_orders``, ``failed_payments`` and ``shipping``: thin, one call into the domain each;
 * domain -- ``intake`` (the HTTP side), ``fulfilment`` (what happens to a placed order: stock reserved
   or released, a payment applied), ``notification``, ``archive``; the state machine in ``orders``;
 * data access -- ``store``, the only module that knows table attribute names;

@@ -22,7 +22,6 @@ class Settings(OutboxSettings):
     inventory_table: str | None = None
     notify_webhook_url: str | None = None
     http_timeout_seconds: float = Field(5.0, gt=0, le=60)
-    analytics_bucket: str | None = None
     # The app's EventBridge bus (core stack): the outbox publisher puts the integration events there.
     event_bus_name: str | None = None
     # The external shipping API (its base URL comes from the stage config).
@@ -56,7 +55,6 @@ NOTIFIER = FunctionEnvironment(
     required=("idempotency_table", "notify_webhook_url"),
     optional=("http_timeout_seconds",),
 )
-ANALYTICS = FunctionEnvironment(Settings, "analytics", required=("analytics_bucket",))
 FAILED_PAYMENTS = FunctionEnvironment(Settings, "failed-payments", required=("orders_table",))
 PAID_ORDERS = FunctionEnvironment(Settings, "paid-orders", required=("orders_table",))
 SHIPPING = FunctionEnvironment(

@@ -2,7 +2,7 @@
 
 Built once per process on first use (``relay.wiring``) and passed explicitly into the domain
 functions, which take only the stores or clients they use. Clients are created lazily: the API never
-builds an SQS, SNS or S3 client.
+builds an SQS or SNS client.
 """
 
 from __future__ import annotations
@@ -57,10 +57,6 @@ class Wiring(AwsClients):
         return ShippingApiClient(
             self.settings.require("shipping_api_url"), timeout_seconds=self.settings.http_timeout_seconds
         )
-
-    @functools.cached_property
-    def analytics_bucket(self) -> str:
-        return self.settings.require("analytics_bucket")
 
 
 wiring = Wired(lambda: Wiring(Settings.from_env()))

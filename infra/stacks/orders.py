@@ -108,15 +108,13 @@ class OrdersStack(RelayStack):
         )
         inventory_q = queue("InventoryQueue", "inventory")
         notify_q = queue("NotificationQueue", "order-notifications")
-        analytics_q = queue("AnalyticsQueue", "analytics")
         paid_q = queue("PaidOrdersQueue", "paid-orders")
         failed_q = queue("FailedPaymentsQueue", "failed-payments")
         shipping_q = queue("ShippingQueue", "shipping")
         topic.subscribe(inventory_q, filter_policy=allowlist_filter(INVENTORY_FILTER))
         topic.subscribe(notify_q, filter_policy=allowlist_filter(NOTIFICATIONS_FILTER))
         # Analytics: every event, as published, buffered by Firehose into the archive bucket (docs/cost.md:
-        # an S3 PUT per event was a quarter of an order's cost). The analytics queue and its writer stay,
-        # unsubscribed, to drain what the earlier layout left in them; a later release removes them.
+        # an S3 PUT per event was a quarter of an order's cost).
         self.archive_stream = ArchiveStream(
             self,
             "AnalyticsStream",
@@ -213,15 +211,6 @@ class OrdersStack(RelayStack):
             ),
             description="customer notifications, once per event",
         )
-        analytics = QueueConsumer(
-            self,
-            "AnalyticsWriter",
-            settings=functions,
-            queue=analytics_q,
-            handler="orders.handlers.analytics.handler",
-            environment=env.ANALYTICS.environment(analytics_bucket=analytics_bucket.bucket_name),
-            description="every order event → one S3 object per eventId",
-        )
         paid = QueueConsumer(
             self,
             "PaidOrders",
@@ -253,28 +242,20 @@ class OrdersStack(RelayStack):
             ),
             description="OrderPaid (bus rule) → one shipment from the shipping API, recorded on the order",
         )
-        # Only the notifier's Powertools guard writes there: every other step's record is its own item
-        # (the order, the reservation; analytics: its S3 object per eventId, written only if absent).
+        # Only the notifier's Powertools guard writes there: every other step's record is the order item.
         idempotency.grant_read_write_data(notifier.function)
         for consumer in (inventory_fn, paid, failed, shipping):
             orders.grant_read_write_data(consumer.function)
         inventory.grant_read_write_data(inventory_fn.function)
-        archive.grant_prefix(
-            analytics.role,
-            ANALYTICS_PREFIX,
-            read=True,
-            why="One object per eventId under events/dt=.../: keys are only known at run time, so the grant "
-            "is scoped to the events/ prefix of this service's own bucket.",
-        )
 
         ServiceMonitoring(
             self,
             "Alarms",
             settings=self.monitoring,
-            queues=[inventory_q, notify_q, analytics_q, paid_q, failed_q, shipping_q],
+            queues=[inventory_q, notify_q, paid_q, failed_q, shipping_q],
             topics=[topic],
             outbox_publishers=[publisher],
-            consumers=[inventory_fn, notifier, analytics, paid, failed, shipping],
+            consumers=[inventory_fn, notifier, paid, failed, shipping],
             bus_rules=[shipping_rule],
             kernel_metrics=[
                 KernelMetric(
@@ -302,12 +283,18 @@ class OrdersStack(RelayStack):
         )
         # What `python -m ops smoke` finds the stage by (outputs only: nothing imports them).
         api_url_output(self, "OrdersApiUrl", self.http, "orders API")
-        work_queues_output(self, [inventory_q, notify_q, analytics_q, paid_q, failed_q, shipping_q])
+        work_queues_output(self, [inventory_q, notify_q, paid_q, failed_q, shipping_q])
         CfnOutput(
             self,
             "InventoryTableName",
             value=inventory.table_name,
             description="Stock levels: python -m ops.seed_stock --table <this>",
+        )
+        CfnOutput(
+            self,
+            "AnalyticsBucketName",
+            value=analytics_bucket.bucket_name,
+            description="The order-event archive, JSON Lines under events/ (orders.archive.read_archive)",
         )
         self.orders_table = orders
         self.inventory_table = inventory

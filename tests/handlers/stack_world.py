@@ -231,6 +231,11 @@ class StackWorld:
         own = {k: v for k, v in function.environment.items() if k not in shared}
         return {k: self.overrides.get(k, v) for k, v in own.items()}
 
+    def output(self, key: str) -> str:
+        """The service stack's output ``key``, resolved as DescribeStacks would."""
+        (stack,) = (s for s in self.topology.stacks if s.name == self.stack)
+        return next(o.value for o in stack.outputs if o.key == key)
+
     # queues, topics, subscriptions ---------------------------------------------------------------
 
     def consumers(self) -> dict[str, Consumer]:

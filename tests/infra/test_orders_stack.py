@@ -59,12 +59,11 @@ def test_order_events_fan_out_to_two_queues_with_their_filters_and_every_event_t
     assert not inventory.get("RawMessageDelivery") and not notifications.get("RawMessageDelivery")
 
 
-def test_the_analytics_queue_is_kept_but_no_longer_subscribed(orders):
-    # Its writer drains what the earlier subscription delivered; the queue is not replaced or deleted.
-    queue = {"Fn::GetAtt": [_id(orders, "AnalyticsQueue/Queue/Resource"), "Arn"]}
-    endpoints = [r["Endpoint"] for r in _of(orders, "AWS::SNS::Subscription").values()]
-    assert queue not in endpoints
-    assert _id(orders, "AnalyticsQueue/Queue/Resource") == "AnalyticsQueue2F2FA052"
+def test_the_archive_bucket_is_an_output_and_no_queue_or_function_writes_it(orders):
+    outputs = orders["Outputs"]
+    assert outputs["AnalyticsBucketName"]["Value"] == {"Ref": _id(orders, "Analytics/Bucket/Resource")}
+    assert not [q for q in _of(orders, "AWS::SQS::Queue") if q.startswith("AnalyticsQueue")]
+    assert not [f for f in _of(orders, "AWS::Lambda::Function") if f.startswith("AnalyticsWriter")]
 
 
 def test_the_archive_stream_writes_json_lines_under_events_encrypted_as_its_own_role(orders):

@@ -62,9 +62,9 @@ def test_the_stages_are_what_cdk_json_says():
 def test_dead_letter_queues_follow_the_stage(stage):
     name, templates = stage
     dlqs = _of(templates, "AWS::SQS::Queue", lambda props: "RedrivePolicy" not in props)
-    # 15 reliable queues' DLQs, 3 topics' undeliverable, 2 outbox streams, the scores schedule and its
+    # 14 reliable queues' DLQs, 3 topics' undeliverable, 2 outbox streams, the scores schedule and its
     # target, the payments sweep schedule, the shipping and points bus rules' targets.
-    assert len(dlqs) == 25
+    assert len(dlqs) == 24
     _assert_all(dlqs, _kept(name))
 
 

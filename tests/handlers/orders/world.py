@@ -3,7 +3,7 @@ played in-test.
 
 ``create_world()`` provisions the orders stack (and the payments stack it imports ``payment-events``
 from) with ``tests.handlers.stack_world``: the tables (orders with its stream), the analytics bucket,
-the ``order-events`` topic with the inventory, notifications and analytics queues, and the
+the ``order-events`` topic with the inventory and notifications queues (and the analytics stream), and the
 paid-orders queue on ``payment-events`` -- every queue with its DLQ and redrive policy, every
 subscription with the filter policy and delivery mode the stack gives it. ``Pump`` plays the event
 source mappings like the payments pipeline's: the stream into the outbox publisher, each queue into
@@ -33,12 +33,11 @@ _PLAN = plan("orders", names=tuple(NAMES.items()))
 ORDERS_TABLE = _PLAN.env()["ORDERS_TABLE"]
 INVENTORY_TABLE = _PLAN.env()["INVENTORY_TABLE"]
 IDEMPOTENCY_TABLE = _PLAN.env()["IDEMPOTENCY_TABLE"]
-BUCKET = _PLAN.env()["ANALYTICS_BUCKET"]
+BUCKET = _PLAN.output("AnalyticsBucketName")
 
 # The queues, by the name the stack gives them (without its prefix), found by their consumers.
 INVENTORY = _PLAN.queue_for("orders.handlers.inventory.handler")
 NOTIFICATIONS = _PLAN.queue_for("orders.handlers.notifier.handler")
-ANALYTICS = _PLAN.queue_for("orders.handlers.analytics.handler")
 PAID_ORDERS = _PLAN.queue_for("orders.handlers.paid_orders.handler")
 FAILED_PAYMENTS = _PLAN.queue_for("orders.handlers.failed_payments.handler")
 # Fed by the app bus's shipping rule (EventBridge → SQS), not by an SNS subscription.
@@ -62,9 +61,6 @@ SUBSCRIPTIONS = {
     queue: _subscription(queue) for queue in (INVENTORY, NOTIFICATIONS, PAID_ORDERS, FAILED_PAYMENTS)
 }
 ORDER_TOPIC = _PLAN.topic_name(_PLAN.env()["EVENTS_TOPIC_ARN"])
-# Analytics goes to a Firehose stream now; its queue is no longer subscribed and only holds what the
-# earlier raw subscription delivered before the deploy (the raw envelope), which its writer drains.
-SUBSCRIPTIONS[ANALYTICS] = Subscription(ORDER_TOPIC, None, raw=True)
 PAYMENT_TOPIC = SUBSCRIPTIONS[PAID_ORDERS].topic
 
 
@@ -323,12 +319,11 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
 def handlers() -> dict[str, Handler]:
-    from orders.handlers import analytics, failed_payments, inventory, notifier, paid_orders, shipping
+    from orders.handlers import failed_payments, inventory, notifier, paid_orders, shipping
 
     return {
         INVENTORY: inventory.handler,
         NOTIFICATIONS: notifier.handler,
-        ANALYTICS: analytics.handler,
         PAID_ORDERS: paid_orders.handler,
         FAILED_PAYMENTS: failed_payments.handler,
         SHIPPING: shipping.handler,
