@@ -16,10 +16,14 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 20
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 comma := ,
 # Passed through to a target's command, for a run of another size or place (CI's short forms of each
-# target, tests/demo/test_make_targets.py): LOCAL_ARGS to `python -m local` (demo, chaos, local: e.g.
-# "--emulator-port 4600 --api-port 0 --no-state"), PYTEST_ARGS to pytest, COST_JSON where make cost writes
-# its figures and make capacity reads them, OPENAPI_DIR where make openapi writes.
+# target, tests/demo/test_make_*.py): LOCAL_ARGS to `python -m local` (demo, chaos, local: e.g.
+# "--emulator-port 4600 --api-port 0 --no-state --state-dir /tmp/run", which leaves .sandbox alone),
+# SMOKE_ARGS to the smoke suite (e.g. "--sandbox-state /tmp/run/state.json": that sandbox, not the one
+# `make local` runs), PYTEST_ARGS to pytest, COST_JSON where make cost writes its figures (its sandbox's
+# logs beside it) and make capacity reads them, OPENAPI_DIR where make openapi writes, PYTHON_SOURCES
+# what make fmt and make lint read.
 LOCAL_ARGS ?=
+SMOKE_ARGS ?=
 PYTEST_ARGS ?=
 COST_JSON ?= .sandbox/cost.json
 OPENAPI_DIR ?= functions
@@ -134,6 +138,7 @@ _checkov: $(CHECKOV_VENV)/.installed
 
 openapi: $(BIN)/.installed ## regenerate the checked-in OpenAPI documents (functions/<service>/openapi.json) from the APIs
 	for svc in loyalty orders payments scores; do \
+	  mkdir -p $(OPENAPI_DIR)/$$svc && \
 	  PYTHONPATH=layers/relay/python:functions $(BIN)/python -m $$svc.handlers.api > $(OPENAPI_DIR)/$$svc/openapi.json || exit 1; done
 
 # pytest-xdist workers for the whole suite: 4 on this 2-core machine, because the e2e and chaos sandboxes
@@ -196,7 +201,8 @@ bench: install ## print benchmark figures (never asserted)
 demo: $(BIN)/.sandbox-installed node_modules/.installed ## the main job: run the whole app locally and drive a payments scenario; exits 0 only if the invariants hold
 	$(BIN)/python -m local demo $(LOCAL_ARGS)
 
-# CHAOS_OPERATIONS (10000), CHAOS_FAULT_RATE (0.1) and CHAOS_SEED (1) change the run; CI runs 300 (tests/chaos/test_chaos.py).
+# CHAOS_OPERATIONS (10000), CHAOS_FAULT_RATE (0.1) and CHAOS_SEED (1) change the run; CI runs 300 in process
+# (tests/chaos/test_chaos.py) and make chaos itself at 60 (tests/demo/test_make_sandbox_targets.py).
 chaos: $(BIN)/.sandbox-installed node_modules/.installed ## 10,000 operations under crashes, AWS faults, duplicates, lost replies, outages and poison; exits 0 only if every invariant holds
 	$(BIN)/python -m local chaos $(LOCAL_ARGS)
 
@@ -218,7 +224,7 @@ destroy: synth ## delete every stack of STAGE; a non-disposable stage (prod) kee
 # other STAGE is that stage on AWS, found from its stacks' outputs and called with your AWS credentials.
 # CI runs the same suite against the e2e session's sandbox (tests/e2e/test_smoke_e2e.py, in `make test`).
 smoke: $(BIN)/.sandbox-installed node_modules/.installed ## the black-box suite against a deployed stage (STAGE=dev|prod) or the sandbox (STAGE=local); exit 0 only if every check passes
-	$(BIN)/python -m $(if $(filter local,$(STAGE)),local,ops) smoke --stage $(STAGE)
+	$(BIN)/python -m $(if $(filter local,$(STAGE)),local,ops) smoke --stage $(STAGE) $(SMOKE_ARGS)
 
 stateful-manifest: install ## rewrite infra/stateful-resources.json from a synth; REASON="the migration" is required when it changes
 	$(BIN)/python -m infra.update_safety --reason "$(REASON)"

@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         emulator_port=free_port(),
         api_port=free_port(),
         write_state=False,
-        log_dir=ROOT / ".sandbox" / "cost-logs",
+        log_dir=args.json.parent / "cost-logs",  # .sandbox/cost-logs by default; beside a --json elsewhere
     )
     results: dict[str, Any] = {"operations_per_flow": n, "duration_ms_assumed": args.duration_ms, "flows": {}}
     with Sandbox(config, log=lambda *_: None) as sb:

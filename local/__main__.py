@@ -62,6 +62,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="write no .sandbox/state.json: `python -m ops` and `make smoke STAGE=local` do not find it",
     )
     parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="where the run writes what it would write to .sandbox: state.json (up), the caller profiles, "
+        "logs/, the demo's transcript and IAM report (a run beside a developer's sandbox, as CI's are)",
+    )
+    parser.add_argument(
         "--deliver-twice",
         action="append",
         default=[],
@@ -97,6 +104,9 @@ def _config(args: argparse.Namespace) -> SandboxConfig:
     )
     if args.cdk_out is not None:
         config.cdk_out = args.cdk_out.resolve()
+    if args.state_dir is not None:
+        config.state_dir = args.state_dir.resolve()
+        config.log_dir = config.state_dir / "logs"
     return config
 
 
@@ -176,12 +186,15 @@ def _demo(args: argparse.Namespace) -> int:
     # SIGTERM (CI timeouts, `timeout`) must shut down as cleanly as Ctrl-C.
     signal.signal(signal.SIGTERM, _interrupt)
 
-    TRANSCRIPT.parent.mkdir(parents=True, exist_ok=True)
-    with TRANSCRIPT.open("w", encoding="utf-8") as transcript:
+    config = _config(args)
+    # readme-sample reads the default place; a run given --state-dir keeps its transcript there.
+    path = TRANSCRIPT if args.state_dir is None else config.state_dir / TRANSCRIPT.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as transcript:
         real, sys.stdout = sys.stdout, _Tee(sys.stdout, transcript)
         try:
             started = time.time()
-            sandbox = Sandbox(_config(args))
+            sandbox = Sandbox(config)
             try:
                 sandbox.start()
                 code = (
