@@ -1,5 +1,7 @@
-"""``make demo``'s main job, run as a user runs it (``python -m local demo``, the default 100 payments), on
-free ports: it must pass, inject its faults, and print the lines the README's sample shows.
+"""``make demo``'s main job, run as a user runs it (``make demo``, the default 100 payments), on free ports
+and with its transcript, logs and IAM report in a temporary folder (``LOCAL_ARGS="... --state-dir ..."``),
+so a developer's sandbox and ``.sandbox/demo-output.txt`` are left alone: it must pass, inject its faults,
+and print the lines the README's sample shows.
 
 The README's sample comes from a real run's transcript (``python -m local readme-sample``); this test
 fails when the demo of today prints other lines than that sample (its labels and checks, figures
@@ -7,32 +9,31 @@ aside), so a sample of an older demo cannot stay in the README."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
-from emulator.server import free_port
-from local.demo_readme import README, ROOT, labels, readme_sample
+from local.demo_readme import README, TRANSCRIPT, labels, readme_sample
+from tests.demo.make_runs import local_args, make, tail
 
 pytestmark = pytest.mark.e2e
 
 
-def test_the_demo_passes_injects_its_faults_and_prints_what_the_readme_shows() -> None:
-    command = [sys.executable, "-m", "local", "demo", "--emulator-port", str(free_port()), "--api-port", "0"]
-    if os.environ.get("RELAY_CDK_OUT"):
-        command += ["--cdk-out", os.environ["RELAY_CDK_OUT"]]
-    env = {**os.environ, "DEMO_PAYMENTS": ""}
-    env.pop("DEMO_PAYMENTS")
-    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+def test_the_demo_passes_injects_its_faults_and_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    # DEMO_PAYMENTS unset: the demo's own default, as a user runs it.
+    run = make("demo", f"LOCAL_ARGS={local_args(tmp_path)} --no-state", env={"DEMO_PAYMENTS": None})
     output = run.stdout
-    assert run.returncode == 0, output[-4000:] + run.stderr[-2000:]
+    assert run.returncode == 0, tail(run)
     injected = re.search(r"duplicate deliveries injected\s+(\d+)", output)
     assert injected is not None and int(injected[1]) == 10, output[-4000:]
     refused = re.search(r"legacy calls refused by the outage\s+(\d+)", output)
     assert refused is not None and int(refused[1]) > 0, output[-4000:]
+    # Its transcript in the run's folder; the developer's, and the sandbox's state, untouched.
+    ours = (tmp_path / TRANSCRIPT.name).read_text(encoding="utf-8")
+    assert ours.strip() in output
+    assert not TRANSCRIPT.exists() or TRANSCRIPT.read_text(encoding="utf-8") != ours
+    assert not (tmp_path / "state.json").exists()
     shown = labels(readme_sample(README.read_text(encoding="utf-8")))
     printed = labels(output)
     missing = [line for line in shown if line not in printed]
