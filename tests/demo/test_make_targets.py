@@ -43,7 +43,6 @@ SHORT_FORMS = {
     "clean": "test_make_tool_targets::test_make_clean_removes_build_output_and_keeps_the_environments",
     "bench": "test_make_targets::test_make_bench_runs_at_its_small_size",
     "install": "test_make_targets::test_make_install_is_a_no_op_on_a_fresh_tree",
-    "pytest": "test_make_targets::test_each_pytest_target_collects_its_tests",
     "unit": "test_make_targets::test_each_pytest_target_collects_its_tests",
     "handlers": "test_make_targets::test_each_pytest_target_collects_its_tests",
     "infra": "test_make_targets::test_each_pytest_target_collects_its_tests",
@@ -141,10 +140,10 @@ def test_make_install_is_a_no_op_on_a_fresh_tree() -> None:
     assert run.returncode == 0, tail(run)
 
 
-@pytest.mark.parametrize("target", ["pytest", "unit", "handlers", "infra", "e2e"])
+@pytest.mark.parametrize("target", ["unit", "handlers", "infra", "e2e"])
 def test_each_pytest_target_collects_its_tests(target: str) -> None:
-    """The short form of a pytest target: the same command, collecting only (the tests themselves run in
-    make test's own pytest)."""
+    """The short form of a pytest folder's target: the same command, collecting only (the tests themselves
+    run in make test's own pytest, which is make pytest)."""
     run = make(target, "WORKERS=0", "PYTEST_ARGS=--collect-only -p no:randomly", timeout=300)
     assert run.returncode == 0, tail(run)
     collected = re.search(r"^(\d+) tests? collected", run.stdout, re.MULTILINE)
