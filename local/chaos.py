@@ -70,7 +70,7 @@ SWEEP_EVERY = 300 * TIME_SCALE
 CLOCK = {"SILENCE_SECONDS": str(round(900 * TIME_SCALE))}
 # Of every 20 operations: 12 payments, 5 orders, 3 reports.
 MIX = ("payment",) * 12 + ("order",) * 5 + ("report",) * 3
-POISON_EVERY = 50  # operations per poison message
+POISON_EVERY = 50  # operations per poison message (fewer in a run too short for one of each kind)
 OUTAGE_EVERY = 20.0  # seconds between fake outages
 OUTAGE_SECONDS = 3.0
 CLIENT_ATTEMPTS = 8
@@ -94,6 +94,11 @@ TIMEOUT_SLEEP_SECONDS = 11.0
 # (3 minutes on the scaled clock), once the entity they name has moved on.
 LATE_SHARE = 10
 LATE_SECONDS = 60.0
+# A run whose sending takes seconds may have kept no record by the time all is sent: the keep stays on
+# (the kept records sent at once) until one was, for at most this long.
+LATE_WAIT_SECONDS = 60.0
+# The partners' faults the knobs of ``arm`` inject (each fake call's ``fault``); outages are counted apart.
+PARTNER_FAULTS = ("5xx", "timeout", "fail_after_commit", "hang_after_commit")
 REPORT_TERMINAL = ("VERIFIED", "MISMATCH")
 ORDER_TERMINAL = ("PAID", "CANCELLED", "REJECTED")
 CPU_PARTS = ("emulator", "workers", "glue")
@@ -161,6 +166,9 @@ class Chaos:
         self.run_id = uuid.uuid4().hex[:6]
         self.elapsed = 0.0
         self.cpu: dict[str, float] = {}
+        # One poison message (and one garbage body) every this many operations: a short run still sends
+        # every kind twice, enough that the parked-again check below is not decided by one lost reply.
+        self.poison_every = max(1, min(POISON_EVERY, operations // (2 * len(POISON_KINDS))))
 
     # -- HTTP, as a client that retries a 5xx with the same Idempotency-Key ------------------------
 
@@ -507,8 +515,8 @@ class Chaos:
             self.paced()
             draw = random.Random(self.seed * 1_000_003 + i)
             kinds[MIX[i % len(MIX)]](i, draw)
-            if i % POISON_EVERY == POISON_EVERY // 2:
-                self.poison(i // POISON_EVERY)
+            if i % self.poison_every == self.poison_every // 2:
+                self.poison(i // self.poison_every)
                 self.garbage(draw)
 
         done = 0
@@ -522,6 +530,10 @@ class Chaos:
             # The late duplicates still kept go now (the youngest less late), then no more are kept:
             # the run can only settle once nothing more will arrive.
             assert self.sb.mappings is not None
+            waited = time.monotonic() + LATE_WAIT_SECONDS
+            while self.rate > 0 and not self.tally.late_duplicates and time.monotonic() < waited:
+                self.send_late(0.0)
+                time.sleep(0.5)
             self.sb.mappings.duplicates.set_late_rate(0.0)
             self.send_late(0.0)
             settled = self.settle(started)
@@ -902,13 +914,18 @@ class Chaos:
             ("webhook / notice redeliveries (same Idempotency-Key)", f"{webhook_repeats} / {notice_repeats}"),
         ]
         # A fault kind the run claims and never injected would pass for a system that survived it.
+        partner = self.partner_faults()
+        poisoned = Counter(p.kind for p in self.poisons)
         claimed = {
             "environments killed": sum(kills.values()),
             "records delivered twice": duplicated,
             "records delivered late": self.tally.late_duplicates,
             "partner outages": sum(self.tally.outages.values()),
-            "poison messages": len(self.poisons),
+            **{f"partner fault {kind}": partner.get(kind, 0) for kind in PARTNER_FAULTS},
+            **{f"poison {kind}": poisoned.get(kind, 0) for kind in POISON_KINDS},
             "garbage HTTP bodies": sum(self.tally.garbage.values()),
+            "client retries": self.tally.replays,
+            "concurrent duplicates": self.tally.concurrent,
             **{f"AWS fault {kind}": faults_by_kind.get(kind, 0) for kind in aws_faults.KINDS},
         }
         not_injected = [what for what, n in claimed.items() if n == 0]
