@@ -5,7 +5,7 @@ Defaults it owns:
 - one code asset per service (`functions/<service>/`, packaged as the `<service>` package);
 - its own log group, with the stage's retention, and its own role that may write only to it (instead of
   AWSLambdaBasicExecutionRole);
-- timeout, memory and the Powertools service / namespace / log level from the stage's `consumers`
+- timeout, memory and the Powertools service / namespace / log level and sample rate from the stage's `consumers`
   settings (`defaults.CONSUMERS` unless the stage overrides them);
 - active tracing (X-Ray): Lambda traces every invocation and the role may send the segments.
 """
@@ -119,6 +119,7 @@ class RelayFunction(Construct):
                 "POWERTOOLS_SERVICE_NAME": settings.service,
                 "POWERTOOLS_METRICS_NAMESPACE": settings.metrics_namespace,
                 "POWERTOOLS_LOG_LEVEL": consumers.log_level,
+                "POWERTOOLS_LOGGER_SAMPLE_RATE": f"{consumers.log_sample_rate:g}",
                 "RELAY_STAGE": settings.stage,
                 **(environment or {}),
             },
