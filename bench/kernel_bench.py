@@ -121,7 +121,8 @@ def ddb_requests_kernel() -> tuple[int, int]:
     from moto import mock_aws
 
     from relay.consumer import ConsumerSettings, consume
-    from relay.idempotency import commit_once, update
+    from relay.ddb import update
+    from relay.idempotency import commit_once
 
     with mock_aws():
         ddb = boto3.client("dynamodb")
@@ -252,7 +253,8 @@ def records_per_second(batches: int = 300, batch_size: int = 10) -> tuple[float,
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
     from relay.consumer import ConsumerSettings, consume
-    from relay.idempotency import commit_once, update
+    from relay.ddb import update
+    from relay.idempotency import commit_once
 
     events = [{"Records": _records(batch_size)} for _ in range(batches)]
     total = batches * batch_size

@@ -130,8 +130,8 @@ class Scenario:
         use_function_code()
         from payments.subscriptions import message_attributes
 
+        from relay.ddb import deserialize_item
         from relay.entity_events import new_events
-        from relay.idempotency import deserialize_item
         from relay.outbox import sns_publisher
 
         topic = next(arn for name, arn in self.sb.topology.topics.items() if "payment-events" in name)

@@ -44,7 +44,7 @@ def _iso(epoch: Any) -> str | None:
 
 
 def _items(app: App, table: str, pk: str) -> list[dict[str, Any]]:
-    from relay.idempotency import deserialize_item
+    from relay.ddb import deserialize_item
 
     ddb = app.client("dynamodb")
     rows: list[dict[str, Any]] = []
@@ -64,7 +64,7 @@ def _items(app: App, table: str, pk: str) -> list[dict[str, Any]]:
 
 def parked_messages(app: App, id_name: str, entity_id: str) -> list[dict[str, Any]]:
     """The ledger's entries for one entity (``operationId``, ``orderId``, ...), oldest first."""
-    from relay.idempotency import deserialize_item
+    from relay.ddb import deserialize_item
     from relay.ledger import ENTITY_INDEX
 
     page = app.client("dynamodb").query(

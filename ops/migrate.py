@@ -110,8 +110,8 @@ def _publish_and_delete(ctx: Context, item: dict[str, Any], *, table: str, handl
     """An outbox row: published as the stream publisher publishes it when it is not marked published
     (a duplicate downstream if the publisher did get to it: consumers dedupe on the eventId), then
     deleted, only while it is the row that was read."""
+    from relay.ddb import apply_write, delete
     from relay.envelope import Envelope
-    from relay.idempotency import apply_write, delete
     from relay.outbox import sns_publisher
 
     if ctx.dry_run:
@@ -247,7 +247,7 @@ def _scan(
     ctx: Context, table: str, start: dict[str, Any] | None
 ) -> Iterator[tuple[list[dict[str, Any]], dict[str, Any] | None]]:
     """Pages of plain items, each with the key to resume after it (None: the table is done)."""
-    from relay.idempotency import deserialize_item
+    from relay.ddb import deserialize_item
 
     while True:
         params: dict[str, Any] = {"TableName": table, "Limit": PAGE, "ConsistentRead": True}
@@ -269,7 +269,7 @@ def _table_exists(ctx: Context, table: str) -> bool:
 
 
 def _again(ctx: Context, table: str, item: Mapping[str, Any]) -> dict[str, Any] | None:
-    from relay.idempotency import deserialize_item, serialize_item
+    from relay.ddb import deserialize_item, serialize_item
 
     found = ctx.ddb.get_item(
         TableName=table, Key=serialize_item({"pk": item["pk"], "sk": item["sk"]}), ConsistentRead=True

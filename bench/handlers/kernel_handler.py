@@ -3,8 +3,9 @@
 from typing import Any
 
 from relay.consumer import RecordContext, consume
+from relay.ddb import update
 from relay.envelope import Envelope
-from relay.idempotency import commit_once, update
+from relay.idempotency import commit_once
 from relay.observability import logger
 
 TABLE = "bench-table"

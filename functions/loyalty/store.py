@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from relay import entity_events
+from relay.ddb import BusinessWrite, OnConditionFailed, deserialize_item, serialize_item, update
 from relay.entity_store import EntityStore
 from relay.envelope import Envelope
-from relay.idempotency import BusinessWrite, OnConditionFailed, deserialize_item, serialize_item, update
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -51,9 +51,9 @@ from orders.subscriptions import (
     PAYMENT_FAILED,
 )
 from relay import steps
+from relay.ddb import BusinessWrite
 from relay.envelope import Envelope
 from relay.errors import ConcurrentWrite, InvalidInput
-from relay.idempotency import BusinessWrite
 from relay.observability import logger, record_metric
 from relay.state_machine import explain_stale
 

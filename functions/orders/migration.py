@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from orders.store import ORDER_SK, _history_to_item, order_key
 from relay import entity_events
+from relay.ddb import apply_write, apply_writes, delete
 from relay.expressions import Condition, Update
-from relay.idempotency import apply_write, apply_writes, delete
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -47,16 +47,10 @@ from orders.orders import (
     TransitionPlan,
 )
 from relay import entity_events
+from relay.ddb import BusinessWrite, OnConditionFailed, deserialize_item, put, serialize_item
 from relay.entity_store import EntityStore
 from relay.envelope import Envelope
 from relay.expressions import Condition, Update
-from relay.idempotency import (
-    BusinessWrite,
-    OnConditionFailed,
-    deserialize_item,
-    put,
-    serialize_item,
-)
 from relay.request_keys import EntityExists
 
 if TYPE_CHECKING:

@@ -30,9 +30,10 @@ from payments.operations import Status
 from payments.store import _step_to_item, operation_id_of, operation_key
 from payments.subscriptions import PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE
 from relay import deadlines, entity_events
+from relay.ddb import apply_write, deserialize_item
 from relay.envelope import build_event_id
 from relay.expressions import Condition, Update
-from relay.idempotency import apply_write, deserialize_item, marker_id
+from relay.idempotency import marker_id
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -52,13 +52,13 @@ from payments.subscriptions import (
 )
 from relay import entity_events, steps
 from relay.claim_check import Kept
+from relay.ddb import BusinessWrite
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
 from relay.errors import (
     ConcurrentWrite,
     PayloadConflict,
     TransientError,
 )
-from relay.idempotency import BusinessWrite
 from relay.observability import logger, record_metric
 from relay.retry import RetryBudgetSpent
 from relay.state_machine import explain_stale, state_of

@@ -48,10 +48,10 @@ from payments.operations import (
 )
 from relay import deadlines, entity_events
 from relay.claim_check import Kept, canonical_bytes, kept_from_ref
+from relay.ddb import BusinessWrite, OnConditionFailed, put
 from relay.entity_store import EntityStore
 from relay.envelope import ClaimCheckRef, Envelope
 from relay.expressions import Condition, Update
-from relay.idempotency import BusinessWrite, OnConditionFailed, put
 from relay.request_keys import EntityExists
 
 if TYPE_CHECKING:

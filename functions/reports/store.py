@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from relay import entity_events
-from relay.idempotency import BusinessWrite, OnConditionFailed, deserialize_item, put, serialize_item
+from relay.ddb import BusinessWrite, OnConditionFailed, deserialize_item, put, serialize_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

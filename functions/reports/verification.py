@@ -39,10 +39,10 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from relay.consumer import RecordContext
+from relay.ddb import apply_write
 from relay.entity_events import payload_hash, seen_in
 from relay.envelope import Envelope
 from relay.errors import BusinessRejection, InvalidInput, PermanentError, TransientError, classify_http_status
-from relay.idempotency import apply_write
 from relay.observability import logger, record_metric
 from reports._http import Digest, TooLarge, fetch_digest
 from reports.events import ReportGenerated, parse_report_generated

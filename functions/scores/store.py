@@ -23,9 +23,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from relay.ddb import deserialize_item, serialize_item
 from relay.envelope import Envelope
 from relay.errors import classify
-from relay.idempotency import already_processed, deserialize_item, serialize_item
+from relay.idempotency import already_processed
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from relay.ddb import put
 from relay.entity_store import EntityStore
 from relay.errors import PayloadConflict
-from relay.idempotency import CommitResult, already_processed, commit_once, put
+from relay.idempotency import CommitResult, already_processed, commit_once
 from tests.builders import envelope
 from tests.handlers.moto_env import Aws
 

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from relay.consumer import ConsumerSettings, RecordContext, consume
+from relay.ddb import apply_write, apply_writes, put, update
 from relay.envelope import Envelope
 from relay.errors import BusinessRejection, DependencyUnavailable, PermanentError
-from relay.idempotency import CommitResult, apply_write, apply_writes, commit_once, marker_id, put, update
+from relay.idempotency import CommitResult, commit_once, marker_id
 from tests.builders import FakeContext, envelope, record_from_received, sns_wrapped, sqs_record
 from tests.handlers.moto_env import Aws
 

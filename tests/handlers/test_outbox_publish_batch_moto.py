@@ -107,8 +107,8 @@ def test_the_events_an_entity_write_added_are_published_and_an_ended_entity_leav
     """One write per step (``relay.entity_events``): a stream record publishes the events in its NEW
     image and not in its OLD one -- nothing per event is marked -- and an entity that ended (it carries
     its TTL) is taken out of the deadline index once they are out; an open one is left alone."""
+    from relay.ddb import deserialize_item, serialize_item
     from relay.entity_events import compact
-    from relay.idempotency import deserialize_item, serialize_item
 
     topic_arn = topic_with_queue(aws)
     earlier, ended, announced = (envelope(payload={"n": n}) for n in range(3))

@@ -13,8 +13,9 @@ from ops.app import DECLARED, App, FunctionInfo, read_declared
 from ops.checks import EVIDENCE, Subject, first_batch_problems
 from ops.parked import Moved, Received, read_parked
 from ops.redrive import Redrive, RedriveOptions
+from relay.ddb import serialize_item
 from relay.envelope import Envelope
-from relay.idempotency import commit_once, serialize_item
+from relay.idempotency import commit_once
 from tests.builders import envelope
 from tests.handlers.stack_world import assembly
 from tests.ops.world import FakeConsumer, park, receive_all

@@ -13,8 +13,8 @@ from moto import mock_aws
 
 from ops.app import DECLARED, App, FunctionInfo
 from ops.checks import EVIDENCE, Subject
+from relay.ddb import serialize_item
 from relay.envelope import Envelope, new_envelope
-from relay.idempotency import serialize_item
 
 REGION = "us-east-1"
 ORDERS, INVENTORY, POINTS, VERIFICATIONS = "t-orders", "t-inventory", "t-points", "t-verifications"

@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from ops import lookup
 from ops.app import App
-from relay.idempotency import serialize_item
+from relay.ddb import serialize_item
 from relay.ledger import ENTITY_INDEX
 from relay.state_machine import short_moment
 

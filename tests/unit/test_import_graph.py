@@ -176,7 +176,7 @@ def test_the_graph_reads_the_trees_imports_at_every_level() -> None:
     assert "ops.app" in edges["ops.deadlines"]  # module level
     assert "relay.ledger" in edges["ops.ledger"]  # in a function
     assert "ops.app" in edges["ops.checks"]  # under TYPE_CHECKING
-    assert "relay.idempotency" in edges["relay.outbox"]
+    assert "relay.ddb" in edges["relay.outbox"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from orders.subscriptions import ORDER_PAID, ORDER_REJECTED, ORDERS_SOURCE
 
+from relay.ddb import deserialize_item
 from relay.envelope import Envelope, new_envelope
-from relay.idempotency import deserialize_item
 from tests.builders import (
     ACCOUNT,
     FakeContext,

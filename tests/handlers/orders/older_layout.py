@@ -9,7 +9,7 @@ from typing import Any
 from orders.intake import order_event
 from orders.store import order_from_item
 
-from relay.idempotency import serialize_item
+from relay.ddb import serialize_item
 from relay.state_machine import parse_iso
 from tests.handlers.orders.world import INVENTORY_TABLE, ORDERS_TABLE, OrdersWorld
 

@@ -60,8 +60,8 @@ def test_an_order_the_version_before_wrote_whole_is_read_paid_and_shipped(
     """Issue 33 item 6: an order item written before the item left its repeats out -- ``orderId`` as
     an attribute, its history as maps, its event with every id -- is read, paid and shipped once
     ``ops migrate`` rewrote it (``orders.migration``)."""
+    from relay.ddb import serialize_item
     from relay.entity_events import compact, events_in
-    from relay.idempotency import serialize_item
     from relay.state_machine import parse_iso
     from tests.handlers.orders.world import ORDERS_TABLE
 

@@ -51,7 +51,7 @@ def test_seeding_twice_sets_the_level_instead_of_adding_and_keeps_what_is_reserv
     store = InventoryStore(inventory_table=TABLE, ddb_client=ddb)
     from orders.orders import OrderLine
 
-    from relay.idempotency import BusinessWrite
+    from relay.ddb import BusinessWrite
 
     take: BusinessWrite = store.take_write(
         OrderLine("SKU-MUG", 3), on_condition_failed=lambda _o: Exception()

@@ -19,8 +19,8 @@ from typing import Any
 from orders.archive import ArchiveRead, read_archive
 from orders.subscriptions import ORDERS_SOURCE
 
+from relay.ddb import deserialize_item
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
-from relay.idempotency import deserialize_item
 from relay.outbox import sns_publisher
 from tests.builders import FakeContext, environment, eventbridge_wrapped, failed_ids, retry_copy, sns_wrapped
 from tests.handlers.stack_world import StackWorld, aws, plan, provision

@@ -138,7 +138,7 @@ def lower_claim_check_threshold(monkeypatch: Any, threshold_bytes: int = 256) ->
 
 def set_item_attributes(infra: Infrastructure, operation_id: str, **values: Any) -> None:
     """Edit the operation item behind the services' back (time travel, tampering)."""
-    from relay.idempotency import serialize_item
+    from relay.ddb import serialize_item
 
     names = {f"#a{i}": name for i, name in enumerate(values)}
     infra.ddb.update_item(

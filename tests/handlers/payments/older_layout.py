@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from relay.ddb import deserialize_item, serialize_item
 from relay.envelope import ClaimCheckRef, Envelope, canonical_payload_sha256, new_envelope
-from relay.idempotency import deserialize_item, serialize_item
 from tests.builders import ACCOUNT, FakeContext
 from tests.handlers.payments.builders import (
     payment_request,

@@ -83,7 +83,7 @@ class Infrastructure:
             messages.extend(batch)
 
     def operation_item(self, operation_id: str) -> dict[str, Any] | None:
-        from relay.idempotency import deserialize_item
+        from relay.ddb import deserialize_item
 
         item = self.ddb.get_item(
             TableName=OPERATIONS_TABLE,
@@ -115,7 +115,7 @@ class Infrastructure:
 
     def outbox_rows(self, operation_id: str) -> list[dict[str, Any]]:
         """Outbox rows of the layout before one write per step (payments writes none any more)."""
-        from relay.idempotency import deserialize_item
+        from relay.ddb import deserialize_item
 
         items = self.ddb.query(
             TableName=OPERATIONS_TABLE,

@@ -44,7 +44,7 @@ def test_post_payment_answers_202_with_location_and_pending_status(infra: Infras
 
 
 def _operation_items(infra: Infrastructure) -> list[dict[str, Any]]:
-    from relay.idempotency import deserialize_item
+    from relay.ddb import deserialize_item
 
     return [deserialize_item(i) for i in infra.ddb.scan(TableName="payments-operations")["Items"]]
 

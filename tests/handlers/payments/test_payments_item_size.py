@@ -78,8 +78,8 @@ def test_an_operation_the_version_before_wrote_whole_is_read_and_completed(
     """Issue 33 item 6: an item written before the item left its repeats out -- the request inline
     whole, its event with every id -- is read, completed and published as before."""
     from relay.claim_check import canonical_bytes
+    from relay.ddb import deserialize_item, serialize_item
     from relay.entity_events import compact, events_in
-    from relay.idempotency import deserialize_item, serialize_item
 
     request = {
         "paymentId": f"pay-{uuid.uuid4().hex[:8]}",

@@ -45,7 +45,7 @@ def world_app(infra: Infrastructure) -> Any:
 
 
 def ledger_entries(infra: Infrastructure, entity: str) -> list[dict[str, Any]]:
-    from relay.idempotency import deserialize_item
+    from relay.ddb import deserialize_item
 
     table = ledger_table(infra)
     items = infra.ddb.query(
@@ -76,7 +76,7 @@ def test_a_parked_message_is_recorded_once_in_the_ledger_with_its_reason_and_ids
 
 
 def test_a_message_that_is_no_envelope_is_recorded_without_ids(infra: Infrastructure) -> None:
-    from relay.idempotency import deserialize_item
+    from relay.ddb import deserialize_item
 
     event = deliver(infra, "payment-requests", "{this is not an envelope")
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from relay.ddb import deserialize_item
 from relay.envelope import Envelope
-from relay.idempotency import deserialize_item
 from relay.unwrap import envelope_from_sqs_record
 from tests.builders import (
     FakeContext,

@@ -177,7 +177,7 @@ def test_queue_unavailable_is_503_so_the_api_destination_retries(
 
 
 def seed(world: ScoresWorld, agent_id: str, hours: list[str]) -> None:
-    from relay.idempotency import serialize_item
+    from relay.ddb import serialize_item
 
     for index, hour in enumerate(hours):
         world.ddb.put_item(

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from relay.idempotency import deserialize_item, serialize_item
+from relay.ddb import deserialize_item, serialize_item
 from tests.builders import ACCOUNT, FakeContext, record_from_received, retry_copy, sqs_event
 from tests.handlers.stack_world import StackWorld, aws, plan, provision
 

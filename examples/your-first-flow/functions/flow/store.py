@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from relay import entity_events
+from relay.ddb import BusinessWrite, OnConditionFailed, epoch_seconds
 from relay.entity_store import EntityStore
 from relay.envelope import Envelope
 from relay.expressions import Condition, Update
-from relay.idempotency import BusinessWrite, OnConditionFailed, epoch_seconds
 from relay.state_machine import now_iso
 
 if TYPE_CHECKING:

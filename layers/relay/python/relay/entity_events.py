@@ -7,7 +7,7 @@ A step that changes ONE entity item (an operation, an order) commits with ONE co
   processed eventId -> the first 16 hex digits of ``canonical_payload_sha256``) and writes the
   events the step produces into the item (``ev``: their envelopes with one-letter keys, replacing the
   previous step's);
-* ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` (``relay.idempotency.apply_write``), so a
+* ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` (``relay.ddb.apply_write``), so a
   duplicate or stale delivery learns what happened from the failed condition, without a second read
   (``explain_seen``).
 
@@ -29,9 +29,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from relay.ddb import BusinessWrite
 from relay.envelope import Envelope, canonical_payload_sha256
 from relay.expressions import Condition, Update
-from relay.idempotency import BusinessWrite, payload_conflict
+from relay.idempotency import payload_conflict
 
 EVENTS_ATTRIBUTE = "ev"
 SEEN_ATTRIBUTE = "seen"

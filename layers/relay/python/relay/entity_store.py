@@ -11,13 +11,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from relay.idempotency import (
-    BusinessWrite,
-    apply_write,
-    apply_writes,
-    deserialize_item,
-    serialize_item,
-)
+from relay.ddb import BusinessWrite, apply_write, apply_writes, deserialize_item, serialize_item
 from relay.request_keys import EntityExists, RequestKeys, derived_id, same_request
 
 if TYPE_CHECKING:
@@ -104,6 +98,6 @@ class EntityStore:
         apply_writes(writes, ddb_client=self.ddb)
 
     def apply_one(self, write: BusinessWrite) -> None:
-        """One write without a marker as a plain conditional write (``relay.idempotency.apply_write``:
+        """One write without a marker as a plain conditional write (``relay.ddb.apply_write``:
         half a transaction's write units; its ``on_condition_failed`` must recognise its own write)."""
         apply_write(write, ddb_client=self.ddb)

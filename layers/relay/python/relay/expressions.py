@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Self
 
-from relay.idempotency import BusinessWrite, OnConditionFailed, condition_check, update
+from relay.ddb import BusinessWrite, OnConditionFailed, condition_check, update
 
 
 class _Placeholders:

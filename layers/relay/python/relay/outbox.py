@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from relay import deadlines, entity_events
 from relay.clients import AwsClients, default_client
+from relay.ddb import apply_write, deserialize_item
 from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable, PermanentError
-from relay.idempotency import apply_write, deserialize_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from relay.ddb import deserialize_item
 from relay.envelope import canonical_json
-from relay.idempotency import deserialize_item
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

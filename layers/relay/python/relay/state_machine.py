@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from relay.ddb import BusinessWrite, OnConditionFailed
 from relay.errors import ConcurrentWrite, PermanentError
 from relay.expressions import Condition, Update
-from relay.idempotency import BusinessWrite, OnConditionFailed
 
 STATUS = "status"
 VERSION = "version"
