@@ -138,3 +138,23 @@ def test_emf_line_becomes_datapoints_per_dimension_set() -> None:
     assert store.values(
         "Relay", "PayloadConflict", {"service": "payments"}, T0 - timedelta(seconds=1), T0
     ) == [1.0]
+
+
+@pytest.mark.parametrize(("treat", "expected"), [("breaching", "ALARM"), ("missing", "INSUFFICIENT_DATA")])
+def test_missing_data_is_treated_as_the_alarm_says(world: dict[str, Any], treat: str, expected: str) -> None:
+    world["cw"].put_metric_alarm(
+        AlarmName=f"Quiet{treat}",
+        Namespace="Relay",
+        MetricName="NeverEmitted",
+        Period=60,
+        Statistic="Sum",
+        Threshold=0,
+        ComparisonOperator="GreaterThanThreshold",
+        EvaluationPeriods=1,
+        TreatMissingData=treat,
+    )
+    evaluator = AlarmEvaluator(world["cw"], world["sns"], world["sqs"])
+    evaluator.evaluate(T0)
+    state = world["cw"].describe_alarms(AlarmNames=[f"Quiet{treat}"])["MetricAlarms"][0]["StateValue"]
+    world["cw"].delete_alarms(AlarmNames=[f"Quiet{treat}"])
+    assert state == expected
