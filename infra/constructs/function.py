@@ -5,8 +5,8 @@ Defaults it owns:
 - one code asset per service (`functions/<service>/`, packaged as the `<service>` package);
 - its own log group, with the stage's retention, and its own role that may write only to it (instead of
   AWSLambdaBasicExecutionRole);
-- timeout, memory and the Powertools service / namespace / log level and sample rate from the stage's `consumers`
-  settings (`defaults.CONSUMERS` unless the stage overrides them);
+- timeout, memory and the Powertools service / namespace / log level and sample rate from the stage's
+  `consumers` settings (`defaults.CONSUMERS` unless the stage overrides them);
 - active tracing (X-Ray): Lambda traces every invocation and the role may send the segments.
 """
 

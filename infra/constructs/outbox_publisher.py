@@ -6,8 +6,8 @@ Defaults it owns (values and reasons in `defaults.OUTBOX_STREAM`):
 - a failing batch is retried in order (20 attempts), then its stream coordinates go to an on-failure
   DLQ (`dead_letter_queues`, alarmed by `ServiceMonitoring`) — the outbox rows themselves stay
   unpublished in the table, ready for a re-drive;
-- `defaults.OUTBOX_STREAM.parallelization_factor` concurrent batches per shard: records stay in order per partition
-  key -- one aggregate's events are published in the order they were written -- while a slow publish
+- `defaults.OUTBOX_STREAM.parallelization_factor` concurrent batches per shard: records stay in order per
+  partition key -- one aggregate's events are published in the order they were written -- while a slow publish
   for one aggregate no longer holds up every other one behind it on the shard;
 - its own role: publish to this topic, write (mark `publishedAt`) to this table, read this stream.
 """
