@@ -37,12 +37,13 @@ PATCHES = {"moto": "5.2.5"}
 
 def install() -> Callable[[], None]:
     """Install patch 15; returns a function that removes it."""
-    from moto.dynamodb.parsing.ast_nodes import (
-        DepthFirstTraverser,
-        Expression,
-        Node,
-        UpdateExpressionFunction,
-    )
+    import importlib
+
+    # ast_nodes.py starts with ``# type: ignore``, so mypy sees none of its names: reach them as Any.
+    ast_nodes: Any = importlib.import_module("moto.dynamodb.parsing.ast_nodes")
+    DepthFirstTraverser = ast_nodes.DepthFirstTraverser
+    Expression, Node = ast_nodes.Expression, ast_nodes.Node
+    UpdateExpressionFunction = ast_nodes.UpdateExpressionFunction
 
     original_traverse = DepthFirstTraverser.traverse_node_recursively
     original_find_clauses = Node.find_clauses
@@ -110,11 +111,11 @@ def install() -> Callable[[], None]:
 
     traverse_node_recursively.__wrapped__ = original_traverse  # type: ignore[attr-defined]
     find_clauses.__wrapped__ = original_find_clauses  # type: ignore[attr-defined]
-    DepthFirstTraverser.traverse_node_recursively = traverse_node_recursively  # type: ignore[method-assign]
-    Node.find_clauses = find_clauses  # type: ignore[method-assign]
+    DepthFirstTraverser.traverse_node_recursively = traverse_node_recursively
+    Node.find_clauses = find_clauses
 
     def remove() -> None:
-        DepthFirstTraverser.traverse_node_recursively = original_traverse  # type: ignore[method-assign]
-        Node.find_clauses = original_find_clauses  # type: ignore[method-assign]
+        DepthFirstTraverser.traverse_node_recursively = original_traverse
+        Node.find_clauses = original_find_clauses
 
     return remove
