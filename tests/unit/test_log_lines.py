@@ -15,11 +15,16 @@ from tests.builders import FakeContext
 def _lines(handler: Any, event: dict[str, Any]) -> list[dict[str, Any]]:
     log = observability.logger()
     stream = io.StringIO()
+    # The process's logger is built once, at the level of the first environment that asked for it: a
+    # stack's functions log at WARNING, so this test sets the INFO its lines are written at.
+    level = log.log_level
+    log.setLevel("INFO")
     original = log.registered_handler.setStream(stream)  # type: ignore[attr-defined]
     try:
         handler(event, FakeContext())
     finally:
         log.registered_handler.setStream(original)  # type: ignore[attr-defined]
+        log.setLevel(level)
     return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
 
 
