@@ -14,18 +14,32 @@ never calls loyalty), unordered and at least once:
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
+from loyalty.settings import Settings
 from loyalty.store import OrderPoints, PointsStore
 from relay import steps
 from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable, InvalidInput
 from relay.observability import logger, record_metric
 from relay.state_machine import AlreadyApplied, now_iso
+from relay.steps import StepRule
 
 ORDER_PAID = "OrderPaid"
 ORDER_REJECTED = "OrderRejected"
+ACCRUE = StepRule("loyalty", (ORDER_PAID,), "orderId", routed_by="bus rule's event pattern")
+REVERSE = StepRule("loyalty", (ORDER_REJECTED,), "orderId", routed_by="bus rule's event pattern")
+
+
+class PointsDeps(Protocol):
+    """What the points steps use (``loyalty.wiring.Wiring``)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def points(self) -> PointsStore: ...
+    @property
+    def clock(self) -> steps.Clock: ...
 
 
 def _required(envelope: Envelope) -> tuple[str, str]:
@@ -63,20 +77,6 @@ def _changed(order_id: str, done: str) -> Any:
     return explain
 
 
-def apply_points_event(
-    envelope: Envelope, store: PointsStore, *, points_per_unit: int, now: datetime
-) -> None:
-    if envelope.event_type == ORDER_PAID:
-        accrue(envelope, store, points_per_unit=points_per_unit, now=now)
-    elif envelope.event_type == ORDER_REJECTED:
-        reverse(envelope, store, now=now)
-    else:
-        raise InvalidInput(
-            f"event {envelope.event_id} has eventType {envelope.event_type}; loyalty handles "
-            f"{ORDER_PAID} and {ORDER_REJECTED}. Check the bus rule's event pattern."
-        )
-
-
 def _commit(envelope: Envelope, store: PointsStore, writes: list[Any], order_id: str) -> bool:
     # The ledger item alone (nothing else moves) is a plain conditional write; with the balance, ONE
     # transaction.
@@ -85,9 +85,10 @@ def _commit(envelope: Envelope, store: PointsStore, writes: list[Any], order_id:
     return steps.commit(lambda: store.apply(writes), envelope, order_id=order_id)
 
 
-def accrue(envelope: Envelope, store: PointsStore, *, points_per_unit: int, now: datetime) -> None:
+def accrue(envelope: Envelope, deps: PointsDeps) -> None:
+    now, store = deps.clock(), deps.points
     customer_id, order_id = _required(envelope)
-    points = points_earned(envelope, points_per_unit)
+    points = points_earned(envelope, deps.settings.points_per_unit)
     entry: OrderPoints | None = store.order_points(customer_id, order_id)
     if entry is not None and steps.duplicate(entry.seen, envelope, order_id=order_id):
         return
@@ -117,7 +118,8 @@ def accrue(envelope: Envelope, store: PointsStore, *, points_per_unit: int, now:
         )
 
 
-def reverse(envelope: Envelope, store: PointsStore, *, now: datetime) -> None:
+def reverse(envelope: Envelope, deps: PointsDeps) -> None:
+    now, store = deps.clock(), deps.points
     customer_id, order_id = _required(envelope)
     if not (envelope.payload or {}).get("paymentOperationId"):
         # Rejected before it was paid: it never earned points (the rule should not have sent it).
@@ -149,3 +151,7 @@ def reverse(envelope: Envelope, store: PointsStore, *, now: datetime) -> None:
     if _commit(envelope, store, writes, order_id):
         record_metric("PointsReversed", event_type=envelope.event_type)
         logger().info("points reversed", extra={"order_id": order_id, "points": points})
+
+
+# The points consumer runs two steps, by the event's type.
+POINTS_STEPS = steps.routes((ACCRUE, accrue), (REVERSE, reverse))

@@ -16,7 +16,7 @@ Every step follows the kernel's rules (one write per step, ``relay.entity_events
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -55,7 +55,7 @@ from relay.ddb import BusinessWrite
 from relay.envelope import Envelope
 from relay.errors import ConcurrentWrite, InvalidInput
 from relay.observability import logger, record_metric
-from relay.state_machine import explain_stale
+from relay.steps import StepRule
 
 INSUFFICIENT_STOCK = "InsufficientStock"
 UNKNOWN_SKU = "UnknownSku"
@@ -82,19 +82,15 @@ class StockShortage(Exception):
         )
 
 
-# -------------------------------------------------------------------------------------------------
-# shared rules
-# -------------------------------------------------------------------------------------------------
-
-
-def on_stale(
-    plan: TransitionPlan, done: frozenset[Status]
-) -> Callable[[Mapping[str, Any] | None], Exception]:
-    """A failed transition condition (``relay.state_machine.explain_stale``): the API, inventory and
-    paid-orders consumers all move an order, so a state other than the one read (and not ``done``)
-    means it changed since it was read (cancelled, paid, reserved): transient, and the retry reads it
-    again and decides from what it finds."""
-    return explain_stale(plan, done, elsewhere="retry")
+# The steps, as data. The API, inventory, paid-orders and failed-payments consumers all move an order,
+# so a stale write means it changed since it was read: it retries (``relay.steps.Stale``), and the retry
+# reads it again and decides from what it finds.
+RESERVE_STOCK = StepRule("inventory", (ORDER_CREATED,), "orderId", done=frozenset({Status.RESERVED}))
+RELEASE_STOCK = StepRule("inventory", (ORDER_CANCELLED,), "orderId")
+MARK_PAID = StepRule("paid-orders", (PAYMENT_COMPLETED,), "operationId")
+CANCEL_UNPAID = StepRule(
+    "failed-payments", (PAYMENT_FAILED, PAYMENT_CANCELLED), "operationId", done=frozenset({Status.CANCELLED})
+)
 
 
 def _unchanged(order: Order) -> Callable[[dict[str, Any] | None], Exception]:
@@ -131,27 +127,13 @@ def lines_of(envelope: Envelope) -> tuple[OrderLine, ...]:
     return merge_lines(lines)
 
 
-def handle_inventory_event(
-    envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime
-) -> None:
-    if envelope.event_type == ORDER_CREATED:
-        reserve_stock(envelope, orders, inventory, now=now)
-    elif envelope.event_type == ORDER_CANCELLED:
-        release_stock(envelope, orders, inventory, now=now)
-    else:
-        raise InvalidInput(
-            f"event {envelope.event_id} has eventType {envelope.event_type}; inventory handles "
-            f"{ORDER_CREATED} and {ORDER_CANCELLED}. Check the subscription's filter policy."
-        )
-
-
 def reserve_stock(
     envelope: Envelope, orders: OrderStore, inventory: InventoryStore, *, now: datetime
 ) -> None:
     """OrderCreated -> take every line from stock and mark the order RESERVED, in ONE transaction (the
     order -- the step's record --, one conditional decrement per SKU); or, when a SKU is short,
     REJECTED + OrderRejected in one write of the order instead."""
-    order_id = steps.required_id(envelope, "orderId")
+    order_id = RESERVE_STOCK.id_of(envelope)
     lines = lines_of(envelope)
     order = steps.load(orders.get_order, order_id, envelope, unknown=UnknownOrder)
     if steps.duplicate(order.seen, envelope, order_id=order_id):
@@ -170,7 +152,7 @@ def reserve_stock(
     writes: list[BusinessWrite] = []
     if order.status is Status.CREATED:
         plan = plan_transition(order, Status.RESERVED, now=now, stock=StockHold.RESERVED)
-        stale = on_stale(plan, frozenset({Status.RESERVED}))
+        stale = RESERVE_STOCK.on_stale(plan)
         writes.append(orders.transition_write(plan, on_condition_failed=stale, cause=envelope, order=order))
     else:  # PAID before the reservation: the order stays PAID and records that it holds the stock
         writes.append(
@@ -229,7 +211,7 @@ def _reject(
     )
     write = orders.transition_write(
         plan,
-        on_condition_failed=on_stale(plan, frozenset({Status.REJECTED})),
+        on_condition_failed=RESERVE_STOCK.on_stale(plan, frozenset({Status.REJECTED})),
         cause=envelope,
         events=(rejected,),
         order=order,
@@ -251,7 +233,7 @@ def release_stock(
     """OrderCancelled -> give back exactly what the order took, once: ONE transaction of the order's
     ``stock`` RESERVED -> RELEASED (the step's record, only if the order IS cancelled) and one increment
     per SKU."""
-    order_id = steps.required_id(envelope, "orderId")
+    order_id = RELEASE_STOCK.id_of(envelope)
     order = orders.get_order(order_id)
     if order is not None and steps.duplicate(order.seen, envelope, order_id=order_id):
         return
@@ -315,29 +297,21 @@ def _commit_transition(
     order: Order,
     plan: TransitionPlan,
     event: Envelope,
-    *,
-    done: frozenset[Status],
+    rule: StepRule,
 ) -> bool:
     """The transition, recording ``envelope`` as processed and ``event`` as produced, in ONE write of
-    the order; True when this delivery applied it (False: the order is already where ``done`` says)."""
+    the order; True when this delivery applied it (False: the order is already where ``rule.done``
+    says)."""
     write = orders.transition_write(
-        plan, on_condition_failed=on_stale(plan, done), cause=envelope, events=(event,), order=order
+        plan, on_condition_failed=rule.on_stale(plan), cause=envelope, events=(event,), order=order
     )
     return steps.commit(lambda: orders.apply_one(write), envelope, order_id=plan.entity_id)
 
 
-def _order_payment(
-    envelope: Envelope, orders: OrderStore, handled: tuple[str, ...], *, consumer: str
-) -> tuple[str, str] | None:
+def _order_payment(envelope: Envelope, rule: StepRule) -> tuple[str, str] | None:
     """``(orderId, operationId)`` of a payment outcome from payments, or None when there is nothing to
     do: a payment without an order (not an order payment)."""
-    operation_id = steps.expect(
-        envelope,
-        *handled,
-        entity_id="operationId",
-        consumer=consumer,
-        routed_by="subscription's filter policy",
-    )
+    operation_id = rule.id_of(envelope)
     order_id = envelope.ids.get("orderId")
     if not order_id:
         logger().info(
@@ -356,7 +330,7 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime) -> None:
     alarmed), then acknowledged: retrying would not change the answer, and the money needs a human
     (refund or reconciliation), not a redelivery loop.
     """
-    ids = _order_payment(envelope, orders, (PAYMENT_COMPLETED,), consumer="paid-orders")
+    ids = _order_payment(envelope, MARK_PAID)
     if ids is None:
         return
     order_id, operation_id = ids
@@ -395,7 +369,7 @@ def mark_paid(envelope: Envelope, orders: OrderStore, *, now: datetime) -> None:
         causation_id=envelope.event_id,
         occurred_at=now,
     )
-    if _commit_transition(envelope, orders, order, plan, paid, done=frozenset()):
+    if _commit_transition(envelope, orders, order, plan, paid, MARK_PAID):
         record_metric("OrderPaid", event_type=envelope.event_type)
         logger().info("order paid", extra={"order_id": order_id, "operation_id": operation_id})
 
@@ -448,7 +422,7 @@ def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime) -> N
     CANCELLED with the failure recorded (``cancellation``), and its OrderCancelled releases the stock
     (the inventory consumer), once. An order that is already closed or paid is left as it is: nothing
     is reserved for it any more, or another payment paid it."""
-    ids = _order_payment(envelope, orders, tuple(_UNPAID), consumer="failed-payments")
+    ids = _order_payment(envelope, CANCEL_UNPAID)
     if ids is None:
         return
     code, happened = _UNPAID[envelope.event_type]
@@ -484,8 +458,12 @@ def cancel_unpaid(envelope: Envelope, orders: OrderStore, *, now: datetime) -> N
         causation_id=envelope.event_id,
         occurred_at=now,
     )
-    if _commit_transition(envelope, orders, order, plan, cancelled, done=frozenset({Status.CANCELLED})):
+    if _commit_transition(envelope, orders, order, plan, cancelled, CANCEL_UNPAID):
         record_metric("OrderCancelledForFailedPayment", event_type=envelope.event_type)
         logger().info(
             "order cancelled: its payment failed", extra={"order_id": order_id, "operation_id": operation_id}
         )
+
+
+# The inventory consumer runs two steps, by the event's type.
+INVENTORY_STEPS = steps.routes((RESERVE_STOCK, reserve_stock), (RELEASE_STOCK, release_stock))

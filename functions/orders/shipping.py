@@ -29,6 +29,7 @@ from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable
 from relay.http import KeyedApi
 from relay.observability import logger, record_metric
+from relay.steps import StepRule
 
 WHAT = "shipping API"
 REQUESTED = "REQUESTED"
@@ -67,6 +68,9 @@ class ShippingApiClient(KeyedApi):
         return ShipmentAnswer(shipment_id)
 
 
+SHIP = StepRule("shipping", (ORDER_PAID,), "orderId", routed_by="bus rule's event pattern")
+
+
 def ship_paid_order(
     envelope: Envelope,
     orders: OrderStore,
@@ -75,12 +79,10 @@ def ship_paid_order(
     now: datetime,
 ) -> None:
     """OrderPaid -> the order's shipment, requested and recorded exactly once."""
-    order_id = steps.expect(
-        envelope, ORDER_PAID, entity_id="orderId", consumer="shipping", routed_by="bus rule's event pattern"
-    )
-    order = steps.load(orders.get_order, order_id, envelope, unknown=UnknownOrder)
-    if steps.duplicate(order.seen, envelope, order_id=order_id):
+    order = steps.begin(SHIP, envelope, orders.get_order, unknown=UnknownOrder)
+    if order is None:
         return
+    order_id = order.order_id
     if order.shipment is not None:
         steps.acknowledge(envelope, f"shipment already recorded ({order.shipment.status})", order_id=order_id)
         return

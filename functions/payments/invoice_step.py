@@ -14,7 +14,6 @@ from payments.operations import (
 )
 from payments.post_processing import invoice_input
 from payments.step_rules import (
-    INVOICE_DONE,
     INVOICE_STEP,
     StepDeps,
     commit_step,
@@ -88,7 +87,7 @@ def issue_invoice(
         now=now,
         payload={"invoiceId": invoice_id, "paymentRef": operation.payment_ref},
     )
-    commit_step(deps, envelope, operation, plan, completed, done=INVOICE_DONE)
+    commit_step(deps, envelope, operation, plan, completed, INVOICE_STEP)
 
 
 def _invoice_input(envelope: Envelope, operation: Operation, deps: StepDeps) -> Mapping[str, Any]:

@@ -26,7 +26,6 @@ from payments.step_rules import (
     commit_step,
     end_unsuccessfully,
     fail,
-    on_stale,
     plan_step,
     result_path,
     retry_later,
@@ -159,7 +158,7 @@ def _payment_completed(
         payload={},
         ids={"paymentRef": outcome.payment_ref} if outcome.payment_ref else None,
     )
-    commit_step(deps, envelope, operation, plan, completed, done=PAYMENT_DONE, result=result)
+    commit_step(deps, envelope, operation, plan, completed, PAYMENT_STEP, result=result)
 
 
 def _send_to_self(ctx: RecordContext, event: Envelope, delay: int) -> None:
@@ -280,7 +279,7 @@ def _start_reconciling(
         envelope,
         deps.store.transition_write(
             plan,
-            on_condition_failed=seen_first(envelope, on_stale(plan, PAYMENT_DONE)),
+            on_condition_failed=seen_first(envelope, PAYMENT_STEP.on_stale(plan)),
             cause=envelope,
             operation=operation,
         ),

@@ -11,7 +11,6 @@ from payments.operations import (
     Status,
 )
 from payments.step_rules import (
-    POST_PROCESSING_DONE,
     POST_PROCESSING_STEP,
     StepDeps,
     advance,
@@ -103,4 +102,4 @@ def post_process(
         payload={"invoiceInputSha256": kept.sha256} if kept.ref is None else None,
         claim_check=kept.ref,
     )
-    commit_step(deps, envelope, operation, plan, requested, done=POST_PROCESSING_DONE, result_consumed=True)
+    commit_step(deps, envelope, operation, plan, requested, POST_PROCESSING_STEP, result_consumed=True)

@@ -19,8 +19,6 @@ Every step follows the same rules (the seed notes' four failure windows):
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -28,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from payments.operations import (
     UNSUCCESSFUL,
     AlreadyApplied,
-    IllegalTransition,
     Operation,
     OperationError,
     Status,
@@ -55,13 +52,12 @@ from relay.claim_check import Kept
 from relay.ddb import BusinessWrite
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
 from relay.errors import (
-    ConcurrentWrite,
     PayloadConflict,
     TransientError,
 )
 from relay.observability import logger, record_metric
 from relay.retry import RetryBudgetSpent
-from relay.state_machine import explain_stale, state_of
+from relay.steps import StepRule
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -91,34 +87,33 @@ POST_PROCESSING_DONE = frozenset({Status.INVOICE_PENDING, Status.COMPLETED, Stat
 INVOICE_DONE = frozenset({Status.COMPLETED, Status.INVOICE_FAILED})
 
 
-@dataclasses.dataclass(frozen=True)
-class StepRule:
-    """Which events a step handles, where it is already done, and which states it runs from."""
-
-    event_types: tuple[str, ...]
-    step: str
-    done: frozenset[Status]
-    runs_from: frozenset[Status]
-
-
+# Only an operation's own steps move it, one each: a stale write parks (``relay.steps.Stale``).
 PAYMENT_STEP = StepRule(
-    (PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE, PAYMENT_REDRIVE_DUE, PAYMENT_RECONCILIATION_DUE),
     "payment step",
-    PAYMENT_DONE,
-    frozenset({Status.PENDING, Status.PAYMENT_PROCESSING, Status.RECONCILING}),
+    (PAYMENT_REQUESTED, PAYMENT_STATUS_CHECK_DUE, PAYMENT_REDRIVE_DUE, PAYMENT_RECONCILIATION_DUE),
+    "operationId",
+    done=PAYMENT_DONE,
+    runs_from=frozenset({Status.PENDING, Status.PAYMENT_PROCESSING, Status.RECONCILING}),
+    stale="park",
 )
 POST_PROCESSING_STEP = StepRule(
-    (PAYMENT_COMPLETED, POST_PROCESSING_REDRIVE_DUE),
     "post-processing",
-    POST_PROCESSING_DONE,
-    frozenset({Status.PAYMENT_COMPLETED, Status.POST_PROCESSING}),
+    (PAYMENT_COMPLETED, POST_PROCESSING_REDRIVE_DUE),
+    "operationId",
+    done=POST_PROCESSING_DONE,
+    runs_from=frozenset({Status.PAYMENT_COMPLETED, Status.POST_PROCESSING}),
+    stale="park",
 )
 INVOICE_STEP = StepRule(
-    (INVOICE_REQUESTED, INVOICE_REDRIVE_DUE),
     "invoice step",
-    INVOICE_DONE,
-    frozenset({Status.INVOICE_PENDING}),
+    (INVOICE_REQUESTED, INVOICE_REDRIVE_DUE),
+    "operationId",
+    done=INVOICE_DONE,
+    runs_from=frozenset({Status.INVOICE_PENDING}),
+    stale="park",
 )
+# What a sweeper's or a terminal write's failed condition means (no step's own rule): parked too.
+LIFECYCLE = StepRule("lifecycle", (), "operationId", stale="park")
 # The sweeper's re-drive event of the step each non-terminal state waits on.
 REDRIVE_EVENT: dict[Status, str] = {
     Status.PENDING: PAYMENT_REDRIVE_DUE,
@@ -161,56 +156,18 @@ class UnknownOperation(steps.UnknownEntity):
     ENTITY = "operation"
 
 
-# -------------------------------------------------------------------------------------------------
-# shared rules
-# -------------------------------------------------------------------------------------------------
+def runs(rule: StepRule) -> Callable[[StepBody], Step]:
+    """A payment step's entry (``relay.steps.runs``): the operation its event names, or an
+    acknowledgement without effect."""
+    return steps.runs(rule, read=_read_operation, unknown=UnknownOperation)
+
+
+def _read_operation(deps: StepDeps, operation_id: str) -> Operation | None:
+    return deps.store.get_operation(operation_id)
 
 
 type StepBody = Callable[[Envelope, RecordContext, StepDeps, Operation, datetime], None]
 type Step = Callable[[Envelope, RecordContext, StepDeps], None]
-
-
-def runs(rule: StepRule) -> Callable[[StepBody], Step]:
-    """A step's entry: ``_begin`` decides whether (and on which operation) the body runs, and the body
-    gets the moment it runs at, read once from ``deps.clock``."""
-
-    def wrap(body: StepBody) -> Step:
-        @functools.wraps(body)
-        def step(envelope: Envelope, ctx: RecordContext, deps: StepDeps, /) -> None:
-            operation = _begin(envelope, deps, rule)
-            if operation is not None:
-                body(envelope, ctx, deps, operation, deps.clock())
-
-        return step
-
-    return wrap
-
-
-def _begin(envelope: Envelope, deps: StepDeps, rule: StepRule) -> Operation | None:
-    """How every step starts: the operation the event names, or None when the delivery is
-    acknowledged without effect (already processed, or the step is already done). An operation in a
-    state the step cannot run from is an IllegalTransition: parked with the reason."""
-    step, done, runs_from = rule.step, rule.done, rule.runs_from
-    operation_id = steps.expect(
-        envelope,
-        *rule.event_types,
-        entity_id="operationId",
-        consumer="this consumer",
-        routed_by="subscription's filter policy",
-    )
-    operation = steps.load(deps.store.get_operation, operation_id, envelope, unknown=UnknownOperation)
-    if entity_events.seen({entity_events.SEEN_ATTRIBUTE: operation.seen}, envelope):
-        skip(envelope, operation, "event already processed")
-        return None
-    if operation.status in done:
-        skip(envelope, operation, f"{step} already done")
-        return None
-    if operation.status not in runs_from:
-        raise IllegalTransition(
-            f"operation {operation_id} is {operation.status}; {envelope.event_type} expects "
-            f"{' or '.join(sorted(runs_from))}, the {step} cannot run. Not applied."
-        )
-    return operation
 
 
 def skip(envelope: Envelope, operation: Operation | None, why: str) -> None:
@@ -222,32 +179,6 @@ def skip(envelope: Envelope, operation: Operation | None, why: str) -> None:
     )
 
 
-def on_stale(
-    plan: TransitionPlan, done: frozenset[Status], concurrent: frozenset[Status] = frozenset()
-) -> Callable[[Mapping[str, Any] | None], Exception]:
-    """A failed transition condition (``relay.state_machine.explain_stale``): only the operation's
-    own consumers move it, one step each, so a state other than the one read (and not ``done``) means
-    the step cannot apply: IllegalTransition, parked with the reason, never applied. Except a state
-    of ``concurrent``: one this same step runs from, where a concurrent delivery of the step took it
-    (two copies of one PaymentRequested: one moved PENDING -> PAYMENT_PROCESSING -> RECONCILING while
-    the other still read PENDING). That is transient: the retry reads it again and carries on from
-    there, or acknowledges."""
-    explain = explain_stale(plan, done, elsewhere="illegal")
-    if not concurrent:
-        return explain
-
-    def explain_or_retry(old: Mapping[str, Any] | None) -> Exception:
-        status, version = state_of(old)
-        if status is not None and status in concurrent and status not in done:
-            return ConcurrentWrite(
-                f"{plan.label} moved to {status} v{version} by a concurrent delivery of this step (read "
-                f"{plan.source} v{plan.expected_version}); retrying with a fresh read."
-            )
-        return explain(old)
-
-    return explain_or_retry
-
-
 def advance(
     deps: StepDeps, operation: Operation, target: Status, rule: StepRule, *, now: datetime
 ) -> Operation | None:
@@ -255,8 +186,8 @@ def advance(
     as it is now, or None if another delivery already finished the step.
 
     A plain conditional write (``apply_one``), not a one-item transaction: half the write units. A
-    retry of it after its reply was lost finds ``target`` already applied, which ``on_stale`` explains
-    as AlreadyApplied, and the fresh read below continues from there."""
+    retry of it after its reply was lost finds ``target`` already applied, which the rule's
+    ``on_stale`` explains as AlreadyApplied, and the fresh read below continues from there."""
     plan = plan_step(deps.settings, operation, target, now=now)
     done = rule.done
     concurrent = rule.runs_from - {operation.status, target}
@@ -264,7 +195,7 @@ def advance(
         deps.store.apply_one(
             deps.store.transition_write(
                 plan,
-                on_condition_failed=on_stale(plan, done | {target}, concurrent),
+                on_condition_failed=rule.on_stale(plan, done | {target}, concurrent),
                 operation=operation,
             )
         )
@@ -284,11 +215,9 @@ def commit(
 ) -> None:
     """ONE write of the operation that records ``envelope`` as processed (built with
     ``cause=envelope``); a failed condition is explained by the write's own ``on_condition_failed``,
-    which ``seen_first`` makes read a duplicate as one."""
-    try:
-        deps.store.apply_one(write)
-    except AlreadyApplied as exc:
-        skip(envelope, operation, str(exc))
+    which ``seen_first`` makes read a duplicate as one (``relay.steps.commit``)."""
+    context = {"operation_id": operation.operation_id, "status": str(operation.status)}
+    if not steps.commit(lambda: deps.store.apply_one(write), envelope, **context):
         return
     logger().info(
         "step committed", extra={"operation_id": operation.operation_id, "event_type": envelope.event_type}
@@ -319,16 +248,16 @@ def commit_step(
     operation: Operation,
     plan: TransitionPlan,
     event: Envelope,
+    rule: StepRule,
     *,
-    done: frozenset[Status],
     result: Kept | None = None,
     result_consumed: bool = False,
 ) -> None:
     """A step's outcome: the transition, the processed eventId and the next event, in ONE conditional
-    UpdateItem (a failed condition is explained by ``seen_first`` and ``on_stale`` against ``done``)."""
+    UpdateItem (a failed condition is explained by ``seen_first`` and the ``rule``'s ``on_stale``)."""
     write = deps.store.transition_write(
         plan,
-        on_condition_failed=seen_first(envelope, on_stale(plan, done)),
+        on_condition_failed=seen_first(envelope, rule.on_stale(plan)),
         cause=envelope,
         events=(event,),
         operation=operation,
@@ -404,9 +333,10 @@ def end_unsuccessfully(
         payload["paymentRef"] = operation.payment_ref
     ended = step_event(event_type, operation, envelope, label, now=now, payload=payload)
     done = PAYMENT_DONE if target is not Status.INVOICE_FAILED else INVOICE_DONE | POST_PROCESSING_DONE
+    stale = LIFECYCLE.on_stale(plan, done)
     write = deps.store.transition_write(
         plan,
-        on_condition_failed=seen_first(envelope, on_stale(plan, done)) if marker else on_stale(plan, done),
+        on_condition_failed=seen_first(envelope, stale) if marker else stale,
         cause=envelope if marker else None,
         events=(ended,),
         operation=operation,

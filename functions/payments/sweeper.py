@@ -38,11 +38,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from payments.operations import AlreadyApplied, Operation, Status, parse_iso
 from payments.settings import Settings
 from payments.step_rules import (
-    PAYMENT_DONE,
+    PAYMENT_STEP,
     REDRIVE_EVENT,
     LifecycleDeps,
     end_unsuccessfully,
-    on_stale,
     plan_step,
 )
 from payments.store import OPERATION_SK, is_moved, operation_id_of, operation_key
@@ -255,7 +254,7 @@ def _give_up(deps: SweepDeps, cause: Envelope, operation: Operation, in_state: i
             deps.store.apply_one(
                 deps.store.transition_write(
                     plan,
-                    on_condition_failed=on_stale(plan, PAYMENT_DONE),
+                    on_condition_failed=PAYMENT_STEP.on_stale(plan),
                     events=(ask,),
                     operation=operation,
                 )

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-from loyalty.points import apply_points_event
+from loyalty.points import POINTS_STEPS
 from loyalty.settings import POINTS
 from loyalty.wiring import wiring
 from relay.consumer import queue_handler
 
 handler = queue_handler(
     wiring.checked(POINTS),
-    lambda w, envelope, _ctx: apply_points_event(
-        envelope, w.points, points_per_unit=w.settings.points_per_unit, now=w.clock()
-    ),
+    lambda w, envelope, _ctx: POINTS_STEPS(envelope, w),
 )

@@ -52,7 +52,7 @@ def operation_in(infra: Infrastructure, status: Status, version: int = 7) -> Ope
 
 
 def apply(operation: Operation, target: Status, *, events: tuple[Envelope, ...] = ()) -> None:
-    from payments.step_rules import on_stale
+    from payments.step_rules import LIFECYCLE
     from payments.wiring import wiring
 
     store = wiring().store
@@ -61,7 +61,7 @@ def apply(operation: Operation, target: Status, *, events: tuple[Envelope, ...] 
         operation, target, now=datetime.now(UTC), error=error, ttl_days=5, deadlines=DEADLINES
     )
     store.apply_one(
-        store.transition_write(plan, on_condition_failed=on_stale(plan, frozenset()), events=events)
+        store.transition_write(plan, on_condition_failed=LIFECYCLE.on_stale(plan, frozenset()), events=events)
     )
 
 
@@ -170,7 +170,7 @@ def test_transition_from_the_right_state_but_a_stale_version_is_retried_not_appl
 def test_transition_to_a_state_the_operation_already_passed_reads_as_already_applied(
     infra: Infrastructure,
 ) -> None:
-    from payments.step_rules import PAYMENT_DONE, on_stale
+    from payments.step_rules import PAYMENT_STEP
     from payments.wiring import wiring
 
     operation = operation_in(infra, Status.PAYMENT_PROCESSING, version=2)
@@ -179,7 +179,7 @@ def test_transition_to_a_state_the_operation_already_passed_reads_as_already_app
     plan = plan_transition(operation, Status.PAYMENT_COMPLETED, now=datetime.now(UTC), deadlines=DEADLINES)
 
     with pytest.raises(AlreadyApplied):
-        store.apply_one(store.transition_write(plan, on_condition_failed=on_stale(plan, PAYMENT_DONE)))
+        store.apply_one(store.transition_write(plan, on_condition_failed=PAYMENT_STEP.on_stale(plan)))
 
 
 @pytest.mark.parametrize(("target", "days"), [(Status.COMPLETED, 30), (Status.INVOICE_FAILED, 90)])
@@ -207,7 +207,7 @@ def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_
     """Found by ``make chaos``: two copies of one PaymentRequested; one took the operation PENDING ->
     PAYMENT_PROCESSING -> RECONCILING while the other still read PENDING. The second's failed condition
     is a state the payment step itself runs from: a fresh read decides (transient), never a park."""
-    from payments.step_rules import PAYMENT_DONE, PAYMENT_STEP, on_stale
+    from payments.step_rules import PAYMENT_DONE, PAYMENT_STEP
     from payments.wiring import wiring
 
     from relay.errors import ConcurrentWrite, DependencyUnavailable
@@ -221,7 +221,10 @@ def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_
     plan = plan_transition(stale, Status.PAYMENT_PROCESSING, now=datetime.now(UTC), deadlines=DEADLINES)
     concurrent = PAYMENT_STEP.runs_from - {Status.PENDING, Status.PAYMENT_PROCESSING}
     write = store.transition_write(
-        plan, on_condition_failed=on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING}, concurrent)
+        plan,
+        on_condition_failed=PAYMENT_STEP.on_stale(
+            plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING}, concurrent
+        ),
     )
     with pytest.raises(ConcurrentWrite, match="concurrent delivery") as raised:
         store.apply_one(write)
@@ -230,7 +233,8 @@ def test_a_stale_step_that_finds_a_concurrent_delivery_of_it_further_on_retries_
     with pytest.raises(IllegalTransition):
         store.apply_one(
             store.transition_write(
-                plan, on_condition_failed=on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING})
+                plan,
+                on_condition_failed=PAYMENT_STEP.on_stale(plan, PAYMENT_DONE | {Status.PAYMENT_PROCESSING}),
             )
         )
 
