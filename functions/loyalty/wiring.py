@@ -10,20 +10,11 @@ import functools
 
 from loyalty.settings import Settings
 from loyalty.store import PointsStore
-from relay.clients import AwsClients, aws_client
-from relay.steps import Clock, utc_now
-from relay.wiring import Wired
+from relay.clients import aws_client
+from relay.wiring import ServiceWiring, Wired
 
 
-class Wiring(AwsClients):
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
-    @property
-    def clock(self) -> Clock:
-        """What a step reads the time from, once at its entry (a test replaces ``utc_now``)."""
-        return utc_now
-
+class Wiring(ServiceWiring[Settings]):
     @functools.cached_property
     def points(self) -> PointsStore:
         return PointsStore(

@@ -13,21 +13,11 @@ from orders.notification import WHAT
 from orders.settings import Settings
 from orders.shipping import ShippingApiClient
 from orders.store import InventoryStore, OrderStore
-from relay.clients import AwsClients
 from relay.side_effects import OnceWebhook
-from relay.steps import Clock, utc_now
-from relay.wiring import Wired
+from relay.wiring import ServiceWiring, Wired
 
 
-class Wiring(AwsClients):
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
-    @property
-    def clock(self) -> Clock:
-        """What a step reads the time from, once at its entry (a test replaces ``utc_now``)."""
-        return utc_now
-
+class Wiring(ServiceWiring[Settings]):
     @functools.cached_property
     def orders(self) -> OrderStore:
         return OrderStore(

@@ -14,15 +14,11 @@ from payments.legacy import LegacyPaymentsClient
 from payments.notices import NoticeDeps
 from payments.settings import Settings
 from payments.store import OperationStore
-from relay.clients import AwsClients, aws_client
-from relay.steps import Clock, utc_now
-from relay.wiring import Wired
+from relay.clients import aws_client
+from relay.wiring import ServiceWiring, Wired
 
 
-class Wiring(AwsClients):
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
+class Wiring(ServiceWiring[Settings]):
     @functools.cached_property
     def store(self) -> OperationStore:
         return OperationStore(
@@ -32,10 +28,6 @@ class Wiring(AwsClients):
             ddb_client=self.ddb,
             deadline_shards=self.settings.deadline_shards,
         )
-
-    @property
-    def clock(self) -> Clock:
-        return utc_now
 
     @functools.cached_property
     def bucket(self) -> str:

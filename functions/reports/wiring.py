@@ -8,25 +8,15 @@ from __future__ import annotations
 
 import functools
 
-from relay.clients import AwsClients
 from relay.side_effects import OnceWebhook
-from relay.steps import Clock, utc_now
-from relay.wiring import Wired
+from relay.wiring import ServiceWiring, Wired
 from reports.notification import WHAT, NotificationDeps
 from reports.settings import Settings
 from reports.store import VerificationStore
 from reports.verification import ReportApiClient, VerificationDeps
 
 
-class Wiring(AwsClients):
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
-    @property
-    def clock(self) -> Clock:
-        """What a step reads the time from, once at its entry (a test replaces ``utc_now``)."""
-        return utc_now
-
+class Wiring(ServiceWiring[Settings]):
     @functools.cached_property
     def verification(self) -> VerificationDeps:
         s = self.settings

@@ -11,9 +11,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from relay.clients import AwsClients, aws_client
-from relay.steps import Clock, utc_now
-from relay.wiring import Wired
+from relay.clients import aws_client
+from relay.wiring import ServiceWiring, Wired
 from scores.api_key import ApiKey
 from scores.settings import Settings
 from scores.store import ScoresStore
@@ -23,15 +22,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 
-class Wiring(AwsClients):
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
-    @property
-    def clock(self) -> Clock:
-        """What a step reads the time from, once at its entry (a test replaces ``utc_now``)."""
-        return utc_now
-
+class Wiring(ServiceWiring[Settings]):
     @functools.cached_property
     def api_ddb(self) -> DynamoDBClient:
         return aws_client("dynamodb", fast=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from loyalty.models import ErrorResponse, FieldError, LedgerEntry, PointsAccount
@@ -18,21 +18,19 @@ from loyalty.wiring import wiring
 from relay import api
 
 _wiring = wiring.checked(API)
-app = APIGatewayHttpResolver(enable_validation=True)
-api.answer_unmatched_paths(app)
-errors = api.ErrorAnswers(
-    app,
+# The orders API's customer id pattern: the points belong to the customer an order names.
+_CUSTOMER_ID = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
+MAX_BODY_BYTES = 1024
+http = api.HttpApi(
+    "Relay loyalty API",
     model=ErrorResponse,
     field_model=FieldError,
+    max_body_bytes=lambda: MAX_BODY_BYTES,
     not_done="nothing was read",
     unqualified=("query", "path"),
     strip_value_error=True,
 )
-
-_JSON = "application/json"
-# The orders API's customer id pattern: the points belong to the customer an order names.
-_CUSTOMER_ID = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
-MAX_BODY_BYTES = 1024
+app, errors, handler, openapi_document = http.app, http.errors, http.handler, http.openapi_document
 
 
 @app.get(
@@ -77,17 +75,9 @@ def get_points(
                 )
             )
     ledger.sort(key=lambda line: (line.at, line.kind))
-    view = PointsAccount(customer_id=customer_id, balance=balance, ledger=ledger, truncated=more)
-    return Response(status_code=200, content_type=_JSON, body=view.to_json_dict())
+    return api.json_response(
+        200, PointsAccount(customer_id=customer_id, balance=balance, ledger=ledger, truncated=more)
+    )
 
 
-handler = api.lambda_handler(app, max_body_bytes=lambda: MAX_BODY_BYTES)
-
-
-def openapi_document() -> str:
-    """The OpenAPI document as checked in (stable key order, trailing newline)."""
-    return api.openapi_document(app, title="Relay loyalty API")
-
-
-if __name__ == "__main__":
-    print(openapi_document(), end="")
+http.main(__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 
 from orders.intake import (
@@ -29,18 +29,13 @@ from relay.observability import logger as relay_logger
 
 logger = relay_logger()
 _wiring = wiring.checked(API)
-app = APIGatewayHttpResolver(enable_validation=True)
-api.answer_unmatched_paths(app)
-errors = api.ErrorAnswers(app, model=ErrorResponse, field_model=FieldError, not_done="nothing was stored")
-
-_JSON = "application/json"
 # An order is a few hundred bytes; anything this large is not one (checked before parsing).
 MAX_BODY_BYTES = 64 * 1024
+http = api.HttpApi(
+    "Relay orders API", model=ErrorResponse, field_model=FieldError, max_body_bytes=lambda: MAX_BODY_BYTES
+)
+app, errors, handler, openapi_document = http.app, http.errors, http.handler, http.openapi_document
 _ORDER_ID = Path(alias="orderId", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
-
-
-def _order(status: int, view: OrderView, headers: dict[str, str] | None = None) -> Response[dict[str, Any]]:
-    return Response(status_code=status, content_type=_JSON, body=view.to_json_dict(), headers=headers)
 
 
 @app.post(
@@ -74,7 +69,7 @@ def create_order(
         now=wired.clock(),
     )
     logger.info("order placed", extra={"order_id": placed.order.order_id, "replayed": placed.replayed})
-    return _order(
+    return api.json_response(
         200 if placed.replayed else 201,
         order_view(placed.order),
         headers={"Location": f"/orders/{placed.order.order_id}"},
@@ -95,7 +90,7 @@ def get_order(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
     view = describe_order(_wiring().orders, order_id)
     if view is None:
         return errors.response(404, "OrderNotFound", f"no order {order_id}")
-    return _order(200, view)
+    return api.json_response(200, view)
 
 
 @app.post(
@@ -120,30 +115,12 @@ def cancel(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
     wired = _wiring()
     cancelled = cancel_order(wired.orders, order_id, now=wired.clock())
     logger.info("order cancelled", extra={"order_id": order_id, "already": cancelled.already})
-    return _order(200, order_view(cancelled.order))
+    return api.json_response(200, order_view(cancelled.order))
 
 
 errors.answer(IdempotencyKeyMismatch, 422, "IdempotencyKeyMismatch")
-
-
 errors.answer(OrderNotFound, 404, "OrderNotFound")
-
-
 errors.answer(NotCancellable, 409, "OrderNotCancellable")
 
 
-handler = api.lambda_handler(app, max_body_bytes=lambda: MAX_BODY_BYTES)
-
-
-def openapi_document() -> str:
-    """The OpenAPI document as checked in (stable key order, trailing newline).
-
-    Powertools documents its default ``422 HTTPValidationError`` on every validated route; this API
-    answers validation errors with 400 (and uses 422 for an Idempotency-Key reused with another
-    body), so those default entries and their schemas are removed.
-    """
-    return api.openapi_document(app, title="Relay orders API")
-
-
-if __name__ == "__main__":
-    print(openapi_document(), end="")
+http.main(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 
 from payments.cancellation import NotCancellable, OperationNotFound, cancel_operation
@@ -31,11 +31,13 @@ from relay.observability import logger as relay_logger
 
 logger = relay_logger()
 _wiring = wiring.checked(API)
-app = APIGatewayHttpResolver(enable_validation=True)
-api.answer_unmatched_paths(app)
-errors = api.ErrorAnswers(app, model=ErrorResponse, field_model=FieldError, not_done="nothing was stored")
-
-_JSON = "application/json"
+http = api.HttpApi(
+    "Relay payments API",
+    model=ErrorResponse,
+    field_model=FieldError,
+    max_body_bytes=lambda: _wiring().settings.max_body_bytes,
+)
+app, errors, handler, openapi_document = http.app, http.errors, http.handler, http.openapi_document
 
 
 @app.post(
@@ -85,10 +87,9 @@ def create_payment(
         "payment request accepted",
         extra={"operation_id": accepted.operation_id, "replayed": accepted.replayed},
     )
-    return Response(
-        status_code=202,
-        content_type=_JSON,
-        body=OperationAccepted(operation_id=accepted.operation_id, status=accepted.status).to_json_dict(),
+    return api.json_response(
+        202,
+        OperationAccepted(operation_id=accepted.operation_id, status=accepted.status),
         headers={"Location": f"/operations/{accepted.operation_id}"},
     )
 
@@ -109,7 +110,7 @@ def get_operation(
     view = describe_operation(_wiring().store, operation_id)
     if view is None:
         return errors.response(404, "OperationNotFound", f"no operation {operation_id}")
-    return Response(status_code=200, content_type=_JSON, body=view.to_json_dict())
+    return api.json_response(200, view)
 
 
 @app.post(
@@ -142,7 +143,7 @@ def cancel(
         now=wired.clock(),
     )
     logger.info("operation cancelled", extra={"operation_id": operation_id, "already": cancelled.already})
-    return Response(status_code=200, content_type=_JSON, body=view_of(cancelled.operation).to_json_dict())
+    return api.json_response(200, view_of(cancelled.operation))
 
 
 errors.answer(IdempotencyKeyMismatch, 422, "IdempotencyKeyMismatch")
@@ -150,18 +151,4 @@ errors.answer(OperationNotFound, 404, "OperationNotFound")
 errors.answer(NotCancellable, 409, "OperationNotCancellable")
 
 
-handler = api.lambda_handler(app, max_body_bytes=lambda: _wiring().settings.max_body_bytes)
-
-
-def openapi_document() -> str:
-    """The OpenAPI document as checked in (stable key order, trailing newline).
-
-    Powertools documents its default ``422 HTTPValidationError`` on every validated route; this API
-    answers validation errors with 400 (and uses 422 for an Idempotency-Key reused with another
-    body), so those default entries and their schemas are removed.
-    """
-    return api.openapi_document(app, title="Relay payments API")
-
-
-if __name__ == "__main__":
-    print(openapi_document(), end="")
+http.main(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from relay import api
@@ -33,21 +33,19 @@ from scores.wiring import wiring
 
 logger = relay_logger()
 _wiring = wiring.checked(API)
-app = APIGatewayHttpResolver(enable_validation=True)
-api.answer_unmatched_paths(app)
-errors = api.ErrorAnswers(
-    app,
+_AGENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
+# A snapshot request is one field (the rule passes the event's detail); anything this large is not one.
+MAX_BODY_BYTES = 16 * 1024
+http = api.HttpApi(
+    "Relay scores API",
     model=ErrorResponse,
     field_model=FieldError,
+    max_body_bytes=lambda: MAX_BODY_BYTES,
     not_done="nothing was enqueued",
     unqualified=("body", "query", "path"),
     strip_value_error=True,
 )
-
-_JSON = "application/json"
-_AGENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
-# A snapshot request is one field (the rule passes the event's detail); anything this large is not one.
-MAX_BODY_BYTES = 16 * 1024
+app, errors, handler, openapi_document = http.app, http.errors, http.handler, http.openapi_document
 
 
 @app.post(
@@ -86,8 +84,7 @@ def request_snapshot(request: Annotated[SnapshotRequest, Body(embed=False)]) -> 
     logger.info(
         "snapshot job enqueued", extra={"snapshot_hour": request.snapshot_hour, "event_id": envelope.event_id}
     )
-    body = SnapshotAccepted(snapshot_hour=request.snapshot_hour).to_json_dict()
-    return Response(status_code=202, content_type=_JSON, body=body)
+    return api.json_response(202, SnapshotAccepted(snapshot_hour=request.snapshot_hour))
 
 
 @app.get(
@@ -135,8 +132,7 @@ def get_scores(
     if fields:
         return errors.response(400, "ValidationError", "the request is invalid", fields)
     if hours["from"] and hours["to"] and hours["from"] > hours["to"]:  # an empty range, not an invalid one
-        empty = AgentScores(agent_id=agent_id, snapshots=[])
-        return Response(status_code=200, content_type=_JSON, body=empty.to_json_dict())
+        return api.json_response(200, AgentScores(agent_id=agent_id, snapshots=[]))
     snapshots, more = _wiring().api_store.snapshots(
         agent_id, from_hour=hours["from"], to_hour=hours["to"], limit=limit
     )
@@ -160,7 +156,7 @@ def get_scores(
         ],
         next_from=next_from,
     )
-    return Response(status_code=200, content_type=_JSON, body=view.to_json_dict())
+    return api.json_response(200, view)
 
 
 @app.exception_handler(SnapshotHourAhead)  # type: ignore[untyped-decorator]
@@ -169,17 +165,4 @@ def _too_early(exc: SnapshotHourAhead) -> Response[Any]:
     return errors.response(409, "SnapshotHourAhead", str(exc))
 
 
-handler = api.lambda_handler(app, max_body_bytes=lambda: MAX_BODY_BYTES)
-
-
-def openapi_document() -> str:
-    """The OpenAPI document as checked in (stable key order, trailing newline).
-
-    Powertools documents its default ``422 HTTPValidationError`` on every validated route; this API
-    answers validation errors with 400, so those default entries and their schemas are removed.
-    """
-    return api.openapi_document(app, title="Relay scores API")
-
-
-if __name__ == "__main__":
-    print(openapi_document(), end="")
+http.main(__name__)

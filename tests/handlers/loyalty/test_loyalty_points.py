@@ -118,12 +118,12 @@ def test_the_accrual_is_recorded_on_the_order_item_and_the_balance(world: Loyalt
 def test_the_accrual_reads_the_time_from_the_wirings_clock(
     world: LoyaltyWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import loyalty.wiring
+    import relay.wiring
 
     from relay.state_machine import now_iso
 
     stopped = (datetime.now(UTC) - timedelta(minutes=3)).replace(microsecond=456000)
-    monkeypatch.setattr(loyalty.wiring, "utc_now", lambda: stopped)
+    monkeypatch.setattr(relay.wiring, "utc_now", lambda: stopped)
 
     deliver(world, order_paid("ord-1"))
 

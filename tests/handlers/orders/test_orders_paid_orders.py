@@ -54,13 +54,13 @@ def test_each_order_step_reads_the_time_from_its_wirings_clock(
 ) -> None:
     """A clock is passed in (``orders.wiring.Wiring.clock``): the order's creation, its reservation and
     its payment carry the moment the wiring's clock gave, in the history and in the event alike."""
-    import orders.wiring
+    import relay.wiring
 
     from relay.state_machine import now_iso
 
     stopped = (datetime.now(UTC) + timedelta(minutes=7)).replace(microsecond=123000)
     at = now_iso(stopped)
-    monkeypatch.setattr(orders.wiring, "utc_now", lambda: stopped)
+    monkeypatch.setattr(relay.wiring, "utc_now", lambda: stopped)
     order_id = placed_order()
     deliver(world, INVENTORY, *world.outbox(order_id, "OrderCreated"))
 

@@ -170,12 +170,12 @@ def test_a_step_reads_the_time_from_its_wirings_clock_once(
 ) -> None:
     """A clock is passed in: the step's history, its event and its transition carry the moment the
     wiring's clock gave, never a ``datetime.now`` of their own."""
-    import payments.wiring
+    import relay.wiring
 
     operation_id = accepted_operation(payment_request())
     event = queued_event(infra, "payment-requests", expect=1)
     stopped = (datetime.now(UTC) + timedelta(minutes=7)).replace(microsecond=123000)
-    monkeypatch.setattr(payments.wiring, "utc_now", lambda: stopped)
+    monkeypatch.setattr(relay.wiring, "utc_now", lambda: stopped)
 
     assert failed_ids(run_worker(event)) == []
     operation = infra.operation(operation_id)

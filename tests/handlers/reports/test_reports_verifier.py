@@ -95,10 +95,10 @@ def test_report_served_with_the_announced_sha256_is_recorded_verified(
 def test_the_verification_reads_the_time_from_its_wirings_clock(
     world: ReportsWorld, report_api: ReportApiFake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import reports.wiring
+    import relay.wiring
 
     stopped = (datetime.now(UTC) + timedelta(minutes=2)).replace(microsecond=789000)
-    monkeypatch.setattr(reports.wiring, "utc_now", lambda: stopped)
+    monkeypatch.setattr(relay.wiring, "utc_now", lambda: stopped)
     report_api.publish("r-clock", CONTENT)
 
     assert failed_ids(verify(report_generated("r-clock", sha256=SHA))) == []

@@ -71,10 +71,10 @@ def test_each_agent_scores_verified_plus_one_over_total_plus_two_up_to_the_end_o
 def test_the_snapshot_reads_the_time_from_its_wirings_clock(
     world: ScoresWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import scores.wiring
+    import relay.wiring
 
     stopped = datetime(2026, 11, 29, 9, 5, 7, 250000, tzinfo=UTC)
-    monkeypatch.setattr(scores.wiring, "utc_now", lambda: stopped)
+    monkeypatch.setattr(relay.wiring, "utc_now", lambda: stopped)
     seed_verifications(world)
 
     assert run(job()) == {"batchItemFailures": []}

@@ -11,18 +11,14 @@ from typing import TYPE_CHECKING
 
 from flow.settings import Settings
 from flow.store import TaskStore
-from relay.clients import AwsClients, aws_client
-from relay.steps import Clock, utc_now
-from relay.wiring import Wired
+from relay.clients import aws_client
+from relay.wiring import ServiceWiring, Wired
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 
-class Wiring(AwsClients):
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
+class Wiring(ServiceWiring[Settings]):
     @functools.cached_property
     def api_sqs(self) -> SQSClient:
         return aws_client("sqs", fast=True)
@@ -30,10 +26,6 @@ class Wiring(AwsClients):
     @functools.cached_property
     def tasks(self) -> TaskStore:
         return TaskStore(table_name=self.settings.require("tasks_table"), ddb_client=self.ddb)
-
-    @property
-    def clock(self) -> Clock:
-        return utc_now
 
 
 wiring = Wired(lambda: Wiring(Settings.from_env()))

@@ -9,7 +9,9 @@
   (``("body", "items", 0, "quantity")`` -> ``items.0.quantity``);
 * ``payload_too_large``: the 413 answer;
 * ``openapi_document``: the resolver's OpenAPI document as checked in, without Powertools' default
-  ``422 HTTPValidationError`` entries (these APIs answer validation errors with 400).
+  ``422 HTTPValidationError`` entries (these APIs answer validation errors with 400);
+* ``HttpApi``: one service's API put together from the above -- the resolver, its error answers, its
+  Lambda entry point and its document -- so a handler module holds only its routes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from urllib.parse import unquote
 from relay import untrusted_json
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools.event_handler import Response
+    from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
     from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from relay.errors import InvalidInput
 
@@ -335,3 +337,37 @@ def caller(app: Any) -> str:
     if ":assumed-role/" in arn:
         arn = arn.rsplit("/", 1)[0]
     return arn or str(iam.get("accountId") or "") or "anonymous"
+
+
+class HttpApi:
+    """One service's HTTP API: the resolver (request validation on; a path it cannot match is a 404 in
+    the error model), its error answers (``ErrorAnswers``: ``model``, ``field_model`` and ``options``),
+    its Lambda entry point (``handler``, bodies above ``max_body_bytes()`` refused) and its checked-in
+    OpenAPI document."""
+
+    def __init__(
+        self, title: str, *, model: Any, field_model: Any, max_body_bytes: Callable[[], int], **options: Any
+    ) -> None:
+        from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+
+        self.title = title
+        self.app: APIGatewayHttpResolver = APIGatewayHttpResolver(enable_validation=True)
+        answer_unmatched_paths(self.app)
+        self.errors = ErrorAnswers(self.app, model=model, field_model=field_model, **options)
+        self.handler = lambda_handler(self.app, max_body_bytes=max_body_bytes)
+
+    def openapi_document(self) -> str:
+        """The document as checked in (``functions/<service>/openapi.json``; ``make openapi``)."""
+        return openapi_document(self.app, title=self.title)
+
+    def main(self, module: str) -> None:
+        """``python -m <service>.handlers.api`` prints the document (what ``make openapi`` writes)."""
+        if module == "__main__":
+            print(self.openapi_document(), end="")
+
+
+def json_response(status: int, view: Any, headers: dict[str, str] | None = None) -> Response[dict[str, Any]]:
+    """A JSON answer of one of the API's models (``to_json_dict``: camelCase, as documented)."""
+    from aws_lambda_powertools.event_handler import Response
+
+    return Response(status_code=status, content_type=_JSON, body=view.to_json_dict(), headers=headers)

@@ -15,11 +15,24 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from relay.clients import forget_default_clients
+from relay.clients import AwsClients, forget_default_clients
 from relay.settings import FunctionEnvironment
+from relay.steps import Clock, utc_now
 
 _ALL: weakref.WeakSet[Wired[Any]] = weakref.WeakSet()
 _RESET_HOOKS: list[Callable[[], None]] = []
+
+
+class ServiceWiring[S](AwsClients):
+    """The base of a service's ``Wiring``: its settings, its lazily created AWS clients, and the clock
+    its steps read the time from, once at their entry (a test replaces ``relay.wiring.utc_now``)."""
+
+    def __init__(self, settings: S) -> None:
+        self.settings = settings
+
+    @property
+    def clock(self) -> Clock:
+        return utc_now
 
 
 class Wired[W]:
