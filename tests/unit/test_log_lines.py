@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from typing import Any
 
 from relay import observability
@@ -16,14 +17,17 @@ def _lines(handler: Any, event: dict[str, Any]) -> list[dict[str, Any]]:
     log = observability.logger()
     stream = io.StringIO()
     # The process's logger is built once, at the level of the first environment that asked for it: a
-    # stack's functions log at WARNING, so this test sets the INFO its lines are written at.
-    level = log.log_level
+    # stack's functions log at WARNING, so this test sets the INFO its lines are written at. With a
+    # sample rate, each invocation resets the level to ``initial_log_level``: that is set too.
+    level, initial = log.log_level, log.initial_log_level
+    log.initial_log_level = logging.INFO
     log.setLevel("INFO")
     original = log.registered_handler.setStream(stream)  # type: ignore[attr-defined]
     try:
         handler(event, FakeContext())
     finally:
         log.registered_handler.setStream(original)  # type: ignore[attr-defined]
+        log.initial_log_level = initial
         log.setLevel(level)
     return [json.loads(line) for line in stream.getvalue().splitlines() if line.strip()]
 
