@@ -119,7 +119,6 @@ def test_the_accrual_reads_the_time_from_the_wirings_clock(
     world: LoyaltyWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import relay.wiring
-
     from relay.state_machine import now_iso
 
     stopped = (datetime.now(UTC) - timedelta(minutes=3)).replace(microsecond=456000)

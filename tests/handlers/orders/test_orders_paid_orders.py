@@ -55,7 +55,6 @@ def test_each_order_step_reads_the_time_from_its_wirings_clock(
     """A clock is passed in (``orders.wiring.Wiring.clock``): the order's creation, its reservation and
     its payment carry the moment the wiring's clock gave, in the history and in the event alike."""
     import relay.wiring
-
     from relay.state_machine import now_iso
 
     stopped = (datetime.now(UTC) + timedelta(minutes=7)).replace(microsecond=123000)
