@@ -8,7 +8,8 @@ Each pass scans one table and hands every item of an older layout to the service
 (``payments.migration``, ``orders.migration``: the stores' attribute names stay in ``functions/``):
 
 * payments operations without ``schemaVersion``: written before one write per step (no ``seen``, the
-  legacy deadline index, steps as maps, processed-event markers) are rewritten; today's are stamped;
+  older deadline index ``deadlineShard``/``deadlineAt``, steps as maps, processed-event markers) are
+  rewritten; today's are stamped;
 * orders without ``schemaVersion``: ``seen``, history as strings, stamped;
 * outbox rows (payments and orders): an unpublished row is published as the stream publisher does
   (SNS, and the bus for the orders' integration events), then every row is deleted;

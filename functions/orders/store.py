@@ -190,7 +190,8 @@ _ATTRIBUTES = {
 
 
 class OrderStore(EntityStore):
-    """Orders (each its own marker and outbox) and orphan payments; legacy client Idempotency-Keys."""
+    """Orders (each its own marker and outbox) and orphan payments; the client Idempotency-Keys bound
+    before the one-write layout (``request_keys``)."""
 
     ENTITY = "order"
     ID_ATTRIBUTE = "orderId"

@@ -2,7 +2,7 @@
 (``test_payments_migration.py``) exactly as the code before the one-write layout wrote
 them (``git show HEAD:functions/payments/store.py``, ``intake.py``, ``relay/request_keys.py``,
 ``relay/outbox.py``): the operation with its request claim-checked in S3 (``requestRef``), its steps as
-maps, no ``seen`` map and no ``ev``, in the legacy deadline index (``deadlineShard``/``deadlineAt``);
+maps, no ``seen`` map and no ``ev``, in the older deadline index (``deadlineShard``/``deadlineAt``);
 its events as outbox rows ``OUTBOX#<eventType>#<eventId>``; client keys ``request-key#<key>`` and
 processed-event markers ``event#<eventId>`` in the idempotency table. Then the NEW handlers, stream
 publisher and sweeper (moto with the stack's tables, the fakes of the legacy payment system and the
@@ -116,9 +116,9 @@ def write_old_operation(
 ) -> OldOperation:
     """An operation as the code before left it: accepted at ``accepted`` (one transaction: the item,
     its PaymentRequested outbox row, the request in S3), then moved on by ``later_steps`` (step,
-    status, at) to ``status``/``version``; in the legacy index until ``deadline`` (by default one
-    silence after acceptance). ``outbox``: "unpublished" (in the legacy index until its grace
-    passes), or None (published and expired long ago)."""
+    status, at) to ``status``/``version``; in the older deadline index until ``deadline`` (by default
+    one silence after acceptance). ``outbox``: "unpublished" (in the older deadline index until its
+    grace passes), or None (published and expired long ago)."""
     from payments.models import PaymentRequest
 
     operation_id = str(uuid.uuid4())

@@ -33,7 +33,7 @@ from tests.handlers.payments.conftest import use_queue
 from tests.handlers.payments.pipeline import Infrastructure, Pump, lambda_sqs_event
 
 DEADLINE_ATTRIBUTES = ("dueShard", "dueAt")
-LEGACY_DEADLINE_ATTRIBUTES = ("deadlineShard", "deadlineAt")
+OLDER_DEADLINE_ATTRIBUTES = ("deadlineShard", "deadlineAt")
 
 
 def run_worker(event: dict[str, Any]) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def assert_leaves_the_index_once_its_last_event_is_out(infra: Infrastructure, op
     event (until then the sweeper would re-publish it), then leaves it."""
     ended = item(infra, operation_id)
     assert ended.get("expiresAt") is not None
-    assert not set(LEGACY_DEADLINE_ATTRIBUTES) & set(ended)
+    assert not set(OLDER_DEADLINE_ATTRIBUTES) & set(ended)
     Pump(infra).publish_outbox()
     assert not set(DEADLINE_ATTRIBUTES) & set(item(infra, operation_id)), "out of the deadline index"
 

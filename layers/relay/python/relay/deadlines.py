@@ -6,11 +6,11 @@ publish) carries two attributes: ``dueShard`` (one of a stage's shard values, ``
 moved on). The global secondary index ``due`` keyed on them (projection KEYS_ONLY) holds ONLY those
 items -- DynamoDB indexes an item only when it has the index's key attributes -- so a sweeper finds
 what is overdue with one Query per shard (``dueShard = :s AND dueAt <= :now``), never a scan, and
-reads each item it finds consistently before acting on it. An item enters the index once (when it is
-created) and leaves it once (when it ended and its last events are published: the writer REMOVEs both
-attributes). A KEYS_ONLY entry holds nothing a step changes, so the steps in between cost the index
-nothing: at most 2 index writes per item in all, plus 2 each time a step that runs long re-arms its
-deadline.
+reads each item it finds consistently before acting on it. An item enters the index once (its creating
+write sets both attributes) and leaves it once: when it ended and the stream publisher has published
+its last events, ``relay.outbox.settle_item`` REMOVEs both. A KEYS_ONLY entry holds nothing a step
+changes, so the steps in between cost the index nothing: at most 2 index writes per item in all, plus
+2 each time a step that runs long re-arms its deadline (a new ``dueAt``).
 
 The shards spread the index's write traffic over several partitions: each shard value is one index
 partition, good for 1,000 write units a second. The count is stage configuration
@@ -85,47 +85,26 @@ def overdue(
     shards: int = DEFAULT_SHARDS,
 ) -> Iterator[dict[str, Any]]:
     """The key of every item of ``table_name`` whose deadline is at or before ``now``, oldest deadline
-    first per shard, at most
-    ``limit`` in all (the rest are found by the next sweep). ``shards``: how many shards to read (the
-    larger of the stage's count and its read count). The indexes are eventually consistent: re-read an
-    item consistently before acting on it."""
+    first per shard, at most ``limit`` in all (the rest are found by the next sweep). ``shards``: how
+    many shards to read (the larger of the stage's count and its read count). The index is eventually
+    consistent: re-read an item consistently before acting on it."""
     found = 0
-    for item in _due_in(ddb, table_name, INDEX_NAME, SHARD_ATTRIBUTE, AT_ATTRIBUTE, shards, epoch(now)):
-        if limit is not None and found >= limit:
-            return
-        found += 1
-        yield item
+    for shard in all_shards(shards):
+        for item in _in_shard(ddb, table_name, shard, epoch(now)):
+            if limit is not None and found >= limit:
+                return
+            found += 1
+            yield item
 
 
-def _due_in(
-    ddb: DynamoDBClient,
-    table_name: str,
-    index_name: str,
-    shard_attribute: str,
-    at_attribute: str,
-    count: int,
-    until: int,
-) -> Iterator[dict[str, Any]]:
-    for shard in all_shards(count):
-        yield from _in_shard(ddb, table_name, index_name, shard_attribute, at_attribute, shard, until)
-
-
-def _in_shard(
-    ddb: DynamoDBClient,
-    table_name: str,
-    index_name: str,
-    shard_attribute: str,
-    at_attribute: str,
-    shard: str,
-    until: int,
-) -> Iterator[dict[str, Any]]:
+def _in_shard(ddb: DynamoDBClient, table_name: str, shard: str, until: int) -> Iterator[dict[str, Any]]:
     start: dict[str, Any] | None = None
     while True:
         params: dict[str, Any] = {
             "TableName": table_name,
-            "IndexName": index_name,
+            "IndexName": INDEX_NAME,
             "KeyConditionExpression": "#s = :s AND #at <= :now",
-            "ExpressionAttributeNames": {"#s": shard_attribute, "#at": at_attribute},
+            "ExpressionAttributeNames": {"#s": SHARD_ATTRIBUTE, "#at": AT_ATTRIBUTE},
             "ExpressionAttributeValues": {":s": {"S": shard}, ":now": {"N": str(until)}},
         }
         if start:
@@ -142,7 +121,7 @@ _ALWAYS = 2**53  # a deadline no item has: every item of a shard is "due" by the
 
 
 def _items_of(ddb: DynamoDBClient, table_name: str, shard: str) -> Iterator[dict[str, Any]]:
-    return _in_shard(ddb, table_name, INDEX_NAME, SHARD_ATTRIBUTE, AT_ATTRIBUTE, shard, _ALWAYS)
+    return _in_shard(ddb, table_name, shard, _ALWAYS)
 
 
 def rebalance(ddb: DynamoDBClient, table_name: str, *, shards: int, read_shards: int) -> int:
