@@ -14,11 +14,12 @@ never calls loyalty), unordered and at least once:
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from loyalty.settings import Settings
 from loyalty.store import OrderPoints, PointsStore
 from relay import steps
+from relay.ddb import BusinessWrite
 from relay.envelope import Envelope
 from relay.errors import DependencyUnavailable, InvalidInput
 from relay.observability import logger, record_metric
@@ -77,40 +78,58 @@ def _changed(order_id: str, done: str) -> Any:
     return explain
 
 
-def _commit(envelope: Envelope, store: PointsStore, writes: list[Any], order_id: str) -> bool:
+def _unrecorded(
+    envelope: Envelope,
+    store: PointsStore,
+    customer_id: str,
+    order_id: str,
+    entry: Literal["accrual", "reversal"],
+) -> tuple[bool, OrderPoints | None]:
+    """The order's points, and whether this step still records its ``entry`` (False: acknowledged
+    without effect, a duplicate or an entry already recorded)."""
+    points = store.order_points(customer_id, order_id)
+    if points is None:
+        return True, None
+    if steps.duplicate(points.seen, envelope, order_id=order_id):
+        return False, points
+    if (points.accrued_at if entry == "accrual" else points.reversed_at) is not None:
+        done = "accrued" if entry == "accrual" else "reversed"
+        steps.acknowledge(envelope, f"points already {done} for the order", order_id=order_id)
+        return False, points
+    return True, points
+
+
+def _commit(
+    envelope: Envelope, store: PointsStore, entry: BusinessWrite, balance: BusinessWrite | None, order_id: str
+) -> bool:
     # The ledger item alone (nothing else moves) is a plain conditional write; with the balance, ONE
     # transaction.
-    if len(writes) == 1:
-        return steps.commit(lambda: store.apply_one(writes[0]), envelope, order_id=order_id)
-    return steps.commit(lambda: store.apply(writes), envelope, order_id=order_id)
+    if balance is None:
+        return steps.commit(lambda: store.apply_one(entry), envelope, order_id=order_id)
+    return steps.commit(lambda: store.apply([entry, balance]), envelope, order_id=order_id)
 
 
 def accrue(envelope: Envelope, deps: PointsDeps) -> None:
     now, store = deps.clock(), deps.points
     customer_id, order_id = _required(envelope)
     points = points_earned(envelope, deps.settings.points_per_unit)
-    entry: OrderPoints | None = store.order_points(customer_id, order_id)
-    if entry is not None and steps.duplicate(entry.seen, envelope, order_id=order_id):
-        return
-    if entry is not None and entry.accrued_at is not None:
-        steps.acknowledge(envelope, "points already accrued for the order", order_id=order_id)
+    unrecorded, entry = _unrecorded(envelope, store, customer_id, order_id, "accrual")
+    if not unrecorded:
         return
     offset = entry is not None and entry.reversed_at is not None
     at = now_iso(now)
-    writes = [
-        store.accrual_write(
-            customer_id,
-            order_id,
-            points,
-            envelope,
-            at=at,
-            offset_by_reversal=offset,
-            on_condition_failed=_changed(order_id, "accruedAt"),
-        )
-    ]
-    if points and not offset:
-        writes.append(store.balance_write(customer_id, points, at=at))
-    if _commit(envelope, store, writes, order_id):
+    write = store.points_write(
+        "accrual",
+        customer_id,
+        order_id,
+        points,
+        envelope,
+        at=at,
+        after_other=offset,
+        on_condition_failed=_changed(order_id, "accruedAt"),
+    )
+    balance = store.balance_write(customer_id, points, at=at) if points and not offset else None
+    if _commit(envelope, store, write, balance, order_id):
         record_metric("PointsAccrued", event_type=envelope.event_type)
         logger().info(
             "points accrued",
@@ -126,29 +145,24 @@ def reverse(envelope: Envelope, deps: PointsDeps) -> None:
         why = "order was rejected before it was paid; no points to reverse"
         steps.acknowledge(envelope, why, metric=None, order_id=order_id)
         return
-    entry = store.order_points(customer_id, order_id)
-    if entry is not None and steps.duplicate(entry.seen, envelope, order_id=order_id):
-        return
-    if entry is not None and entry.reversed_at is not None:
-        steps.acknowledge(envelope, "points already reversed for the order", order_id=order_id)
+    unrecorded, entry = _unrecorded(envelope, store, customer_id, order_id, "reversal")
+    if not unrecorded:
         return
     after_accrual = entry is not None and entry.accrued_at is not None
     points = (entry.accrued or 0) if entry is not None and after_accrual else 0
     at = now_iso(now)
-    writes = [
-        store.reversal_write(
-            customer_id,
-            order_id,
-            points,
-            envelope,
-            at=at,
-            after_accrual=after_accrual,
-            on_condition_failed=_changed(order_id, "reversedAt"),
-        )
-    ]
-    if points:
-        writes.append(store.balance_write(customer_id, -points, at=at))
-    if _commit(envelope, store, writes, order_id):
+    write = store.points_write(
+        "reversal",
+        customer_id,
+        order_id,
+        points,
+        envelope,
+        at=at,
+        after_other=after_accrual,
+        on_condition_failed=_changed(order_id, "reversedAt"),
+    )
+    balance = store.balance_write(customer_id, -points, at=at) if points else None
+    if _commit(envelope, store, write, balance, order_id):
         record_metric("PointsReversed", event_type=envelope.event_type)
         logger().info("points reversed", extra={"order_id": order_id, "points": points})
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from relay import entity_events
 from relay.ddb import BusinessWrite, OnConditionFailed, deserialize_item, serialize_item, update
@@ -122,65 +122,45 @@ class PointsStore(EntityStore):
                 return balance, entries, more
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def accrual_write(
+    def points_write(
         self,
+        entry: Literal["accrual", "reversal"],
         customer_id: str,
         order_id: str,
         points: int,
         cause: Envelope,
         *,
         at: str,
-        offset_by_reversal: bool,
+        after_other: bool,
         on_condition_failed: OnConditionFailed,
     ) -> BusinessWrite:
-        """Record the order's accrual, once. ``offset_by_reversal``: the order's reversal came first
-        (its events travel unordered); the accrual is recorded with an equal reversal, the balance
-        does not move."""
-        names = {"#accruedAt": "accruedAt", "#reversedAt": "reversedAt"}
-        values = _recorded(cause, {":p": points, ":at": at, ":o": order_id})
-        expression = "SET orderId = :o, accrued = :p, #accruedAt = :at, accrualEventId = :e, seen = :seen"
-        if offset_by_reversal:
-            condition = "attribute_not_exists(#accruedAt) AND attribute_exists(#reversedAt)"
-            expression += ", reversed = :p"
+        """Record the order's accrual or reversal of ``points``, once, conditional on the entry being
+        the one read. ``after_other``: the other one is recorded already (their events travel
+        unordered) -- a reversal then reverses what the accrual recorded, and an accrual is recorded
+        with an equal reversal, the balance does not move; a reversal before its accrual records 0."""
+        condition = "attribute_not_exists(#accruedAt) AND attribute_not_exists(#reversedAt)"
+        if entry == "accrual":
+            expression = "SET orderId = :o, accrued = :p, #accruedAt = :at, accrualEventId = :e, seen = :seen"
+            if after_other:
+                condition = "attribute_not_exists(#accruedAt) AND attribute_exists(#reversedAt)"
+                expression += ", reversed = :p"
         else:
-            condition = "attribute_not_exists(#accruedAt) AND attribute_not_exists(#reversedAt)"
+            expression = (
+                "SET orderId = :o, reversed = :p, #reversedAt = :at, reversalEventId = :e, seen = :seen"
+            )
+            if after_other:
+                condition = (
+                    "attribute_exists(#accruedAt) AND accrued = :p AND attribute_not_exists(#reversedAt)"
+                )
+            else:
+                points = 0
         return update(
             self.table_name,
             order_entry_key(customer_id, order_id),
             expression,
             condition,
-            names,
-            values,
-            on_condition_failed=on_condition_failed,
-        )
-
-    def reversal_write(
-        self,
-        customer_id: str,
-        order_id: str,
-        points: int,
-        cause: Envelope,
-        *,
-        at: str,
-        after_accrual: bool,
-        on_condition_failed: OnConditionFailed,
-    ) -> BusinessWrite:
-        """Record the order's reversal of ``points`` (what its accrual recorded, ``after_accrual``; 0
-        before the accrual arrived), once, conditional on the accrual being the one read."""
-        names = {"#accruedAt": "accruedAt", "#reversedAt": "reversedAt"}
-        values = _recorded(cause, {":p": points, ":at": at, ":o": order_id})
-        if after_accrual:
-            condition = "attribute_exists(#accruedAt) AND accrued = :p AND attribute_not_exists(#reversedAt)"
-        else:
-            values[":p"] = 0
-            condition = "attribute_not_exists(#accruedAt) AND attribute_not_exists(#reversedAt)"
-        return update(
-            self.table_name,
-            order_entry_key(customer_id, order_id),
-            "SET orderId = :o, reversed = :p, #reversedAt = :at, reversalEventId = :e, seen = :seen",
-            condition,
-            names,
-            values,
+            {"#accruedAt": "accruedAt", "#reversedAt": "reversedAt"},
+            _recorded(cause, {":p": points, ":at": at, ":o": order_id}),
             on_condition_failed=on_condition_failed,
         )
 
