@@ -90,6 +90,15 @@ LOST_REPLY_MODES = ("hang", "500", "drop")
 # timeout: the partners' is 10 s) and then fail without effect.
 TIMEOUT_SHARE = 10
 TIMEOUT_SLEEP_SECONDS = 11.0
+# A partner fault kind is injected this many times in expectation, at the least, however short the run:
+# at the stage's rates a 60-operation run expected 1.6 timeouts (none in one run in five, which then
+# failed). 4 leaves about 2 % a kind; 6 doubled the short run's time (hangs and their visibility waits).
+# Runs of 300 operations and more keep the rates above.
+SHORT_RUN_HITS = 4
+# The partners' calls a run makes, at the least: every fake together 2.7 an operation (a 60-operation
+# run: 8 5xx at 5 % of ~160 calls), and each lost-reply fake one a payment (legacy, invoices), or more.
+PARTNER_CALLS_PER_OPERATION = 2.7
+LOST_REPLY_CALLS_PER_OPERATION = MIX.count("payment") / len(MIX)
 # Late duplicates: rate / LATE_SHARE of the SQS records delivered are delivered again LATE_SECONDS later
 # (3 minutes on the scaled clock), once the entity they name has moved on.
 LATE_SHARE = 10
@@ -459,16 +468,23 @@ class Chaos:
             # is the partners' 10 s) and then fails without effect, and (below) one that commits first.
             knobs: dict[str, Any] = {
                 "fail_rate_5xx": rate / 2,
-                "timeout_rate": rate / TIMEOUT_SHARE,
+                "timeout_rate": self.at_least(rate / TIMEOUT_SHARE, PARTNER_CALLS_PER_OPERATION),
                 "timeout_sleep_s": TIMEOUT_SLEEP_SECONDS,
                 "seed": self.seed + 10 + i,
             }
             if name in LOST_REPLY_FAKES:
                 knobs |= {
-                    "fail_after_commit_rate": rate,
+                    "fail_after_commit_rate": self.at_least(rate, LOST_REPLY_CALLS_PER_OPERATION),
                     "fail_after_commit_mode": LOST_REPLY_MODES[i % len(LOST_REPLY_MODES)],
                 }
             fake.set_knobs(**knobs)
+
+    def at_least(self, rate: float, calls_per_operation: float) -> float:
+        """``rate``, or the higher one at which this run's calls expect ``SHORT_RUN_HITS`` of a fault (a
+        run without faults, rate 0, stays without)."""
+        if rate <= 0 or self.operations <= 0:
+            return rate
+        return max(rate, min(0.5, SHORT_RUN_HITS / (self.operations * calls_per_operation)))
 
     def disarm(self) -> None:
         sb = self.sb
