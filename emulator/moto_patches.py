@@ -21,6 +21,7 @@ and which package versions it patches (`PATCHES`). The patches keep the numbers 
 13. update_asts            update expressions validated without a deep copy of the parsed tree
 14. firehose_delivery      SNS delivers to Firehose subscriptions; Firehose writes S3 objects as AWS does
 15. fast_traversal         DynamoDB expression trees walked with each node's class looked up once
+16. alarm_rules            CloudWatch alarms start INSUFFICIENT_DATA; PutMetricAlarm refuses what AWS refuses
 
 They replace internals of moto 5.2.5 and werkzeug 3.1.9, which change between releases without notice:
 `PATCHED_VERSIONS` names them, requirements-sandbox.txt pins them, and `check_patched_versions` refuses
@@ -35,6 +36,7 @@ from importlib.metadata import version
 from types import ModuleType
 
 from emulator.patches import (
+    alarm_rules,
     backend_lookup,
     client_request_token,
     dynamodb_lock,
@@ -75,6 +77,7 @@ PATCH_MODULES: tuple[ModuleType, ...] = (
     partition_query,
     update_asts,
     fast_traversal,
+    alarm_rules,
     keep_alive,
 )
 
