@@ -45,8 +45,17 @@ ORDER_EVENT_TYPES: Final = (ORDER_CREATED, ORDER_CANCELLED, ORDER_REJECTED, ORDE
 
 INVENTORY_FILTER: Final[dict[str, list[str]]] = {"eventType": [ORDER_CREATED, ORDER_CANCELLED]}
 NOTIFICATIONS_FILTER: Final[dict[str, list[str]]] = {"eventType": [ORDER_CREATED, ORDER_PAID, ORDER_REJECTED]}
-PAID_ORDERS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_COMPLETED]}
-FAILED_PAYMENTS_FILTER: Final[dict[str, list[str]]] = {"eventType": [PAYMENT_FAILED, PAYMENT_CANCELLED]}
+# Payments sets ``order`` ("yes"/"no") on these three outcomes (``payments.subscriptions.ORDER_ATTRIBUTE``):
+# the outcome of a payment without an order never reaches orders' queues.
+PAYMENT_ORDER_ATTRIBUTE: Final = "order"
+PAID_ORDERS_FILTER: Final[dict[str, list[str]]] = {
+    "eventType": [PAYMENT_COMPLETED],
+    PAYMENT_ORDER_ATTRIBUTE: ["yes"],
+}
+FAILED_PAYMENTS_FILTER: Final[dict[str, list[str]]] = {
+    "eventType": [PAYMENT_FAILED, PAYMENT_CANCELLED],
+    PAYMENT_ORDER_ATTRIBUTE: ["yes"],
+}
 # Analytics takes every event: no filter policy, raw message delivery (to its Firehose stream).
 ANALYTICS_RAW_DELIVERY: Final = True
 

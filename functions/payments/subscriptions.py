@@ -56,6 +56,11 @@ NOTICES_FILTER: Final[dict[str, list[str]]] = {
     "eventType": list(NOTICE_EVENTS),
     NOTICE_ATTRIBUTE: [NOTICE_WANTED],
 }
+# Only the outcomes of a payment for an order reach orders: the publisher sets ``order`` on these events
+# ("yes" when the envelope's ids name an orderId), and orders' subscriptions filter on it
+# (``orders.subscriptions``), so a payment without an order never polls or invokes orders' functions.
+ORDER_ATTRIBUTE: Final = "order"
+ORDER_EVENTS: Final = (PAYMENT_COMPLETED, PAYMENT_FAILED, OPERATION_CANCELLED)
 # The sweeper's schedule puts this (an envelope) on the sweeps queue.
 SWEEP_DUE: Final = "SweepDue"
 RAW_DELIVERY: Final = False
@@ -63,12 +68,16 @@ RAW_DELIVERY: Final = False
 
 def message_attributes(envelope: Any, item: Mapping[str, Any]) -> dict[str, str]:
     """Payments' own message attributes for an event (``relay.outbox.MessageAttributes``): ``notice``
-    on a terminal event, "yes" when the operation asked for one (its item has a ``callbackUrl``).
+    on a terminal event, "yes" when the operation asked for one (its item has a ``callbackUrl``); and
+    ``order`` on a payment's outcome, "yes" when it is for an order.
 
     ``ops migrate`` publishes an outbox row of the layout before with these too: the row does not hold
     the operation, so its terminal event gets "yes", and the notice sender, which reads the operation,
-    sends nothing without a URL."""
-    if envelope.event_type not in NOTICE_EVENTS:
-        return {}
-    row = item.get("kind") == "outbox"
-    return {NOTICE_ATTRIBUTE: NOTICE_WANTED if row or item.get("callbackUrl") else "no"}
+    sends nothing without a URL. The envelope always names its orderId (``ids``), a row's too."""
+    attributes: dict[str, str] = {}
+    if envelope.event_type in NOTICE_EVENTS:
+        row = item.get("kind") == "outbox"
+        attributes[NOTICE_ATTRIBUTE] = NOTICE_WANTED if row or item.get("callbackUrl") else "no"
+    if envelope.event_type in ORDER_EVENTS:
+        attributes[ORDER_ATTRIBUTE] = "yes" if envelope.ids.get("orderId") else "no"
+    return attributes

@@ -116,7 +116,8 @@ def test_sns_archives_as_a_role_that_may_only_put_records_into_the_stream(orders
 
 def test_paid_orders_queue_subscribes_to_payment_events_for_payment_completed_only(orders):
     sub = _subscription(orders, "PaidOrdersQueue/Queue/Resource")
-    assert sub["FilterPolicy"] == {"eventType": ["PaymentCompleted"]}
+    # of a payment for an order only: payments' publisher sets order=yes on it
+    assert sub["FilterPolicy"] == {"eventType": ["PaymentCompleted"], "order": ["yes"]}
     # payments' topic, imported across stacks
     assert "Fn::ImportValue" in sub["TopicArn"] and "PaymentEvents" in str(sub["TopicArn"])
 

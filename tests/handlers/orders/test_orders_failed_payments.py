@@ -21,7 +21,8 @@ from tests.handlers.orders.world import (
 
 def test_failed_payments_hear_payment_failed_and_operation_cancelled_only() -> None:
     assert SUBSCRIPTIONS[FAILED_PAYMENTS].filter_policy == {
-        "eventType": ["PaymentFailed", "OperationCancelled"]
+        "eventType": ["PaymentFailed", "OperationCancelled"],
+        "order": ["yes"],
     }
 
 

@@ -74,7 +74,7 @@ def bodies(world: OrdersWorld) -> dict[str, list[str]]:
 def test_filter_policies_are_the_published_contract() -> None:
     assert INVENTORY_FILTER == {"eventType": ["OrderCreated", "OrderCancelled"]}
     assert NOTIFICATIONS_FILTER == {"eventType": ["OrderCreated", "OrderPaid", "OrderRejected"]}
-    assert PAID_ORDERS_FILTER == {"eventType": ["PaymentCompleted"]}
+    assert PAID_ORDERS_FILTER == {"eventType": ["PaymentCompleted"], "order": ["yes"]}
     assert set(ORDER_EVENT_TYPES) == set(EXPECTED)
 
 
@@ -122,6 +122,25 @@ def test_payment_failed_and_cancelled_reach_the_failed_payments_queue_only(
     reached = {name for name, received in bodies(world).items() if received}
 
     assert reached == {FAILED_PAYMENTS}
+
+
+@pytest.mark.parametrize("outcome", [payment_completed, payment_failed, operation_cancelled])
+def test_the_outcome_of_a_payment_without_an_order_reaches_no_orders_queue(
+    world: OrdersWorld, outcome: Any
+) -> None:
+    # payments' publisher sets order=no on it (payments.subscriptions.message_attributes), and orders'
+    # filters want order=yes: no poll, no invocation of orders' functions for it.
+    world.publish(PAYMENT_TOPIC, outcome(None, "op-1"))
+
+    assert {name for name, received in bodies(world).items() if received} == set()
+
+
+def test_orders_filter_on_the_attribute_payments_sets() -> None:
+    from orders.subscriptions import PAYMENT_ORDER_ATTRIBUTE
+    from payments.subscriptions import ORDER_ATTRIBUTE, ORDER_EVENTS
+
+    assert PAYMENT_ORDER_ATTRIBUTE == ORDER_ATTRIBUTE
+    assert set(ORDER_EVENTS) == {"PaymentCompleted", "PaymentFailed", "OperationCancelled"}
 
 
 @pytest.mark.parametrize("event_type", ["PaymentRequested", "InvoiceRequested"])

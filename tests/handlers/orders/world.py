@@ -237,8 +237,12 @@ class OrdersWorld:
         return event
 
     def publish(self, topic: str, env: Envelope) -> None:
-        """Publish as the outbox publisher does (eventType and correlationId message attributes)."""
-        sns_publisher(self.topics[topic], self.sns)(env, {})
+        """Publish as the topic's outbox publisher does (eventType and correlationId message attributes,
+        and on payment-events payments' own: ``payments.subscriptions.message_attributes``)."""
+        from payments.subscriptions import message_attributes
+
+        attributes = message_attributes if topic == PAYMENT_TOPIC else None
+        sns_publisher(self.topics[topic], self.sns, attributes)(env, {})
 
 
 def create_world(overrides: dict[str, str] | None = None) -> OrdersWorld:

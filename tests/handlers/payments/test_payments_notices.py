@@ -134,7 +134,7 @@ def test_only_terminal_events_of_operations_with_a_callback_carry_notice_yes() -
     assert message_attributes(event("OperationCompleted"), {}) == {"notice": "no"}
     assert message_attributes(event("PaymentRequested"), {"callbackUrl": "https://x.example/n"}) == {}
     # A row of the old layout does not hold the operation: "yes", and the sender reads the operation.
-    assert message_attributes(event("PaymentFailed"), {"kind": "outbox"}) == {"notice": "yes"}
+    assert message_attributes(event("PaymentFailed"), {"kind": "outbox"}) == {"notice": "yes", "order": "no"}
 
 
 def test_a_cancelled_operation_is_notified_with_its_status_and_reason(
