@@ -29,7 +29,7 @@ COST_JSON ?= .sandbox/cost.json
 OPENAPI_DIR ?= functions
 PYTHON_SOURCES := app.py infra functions layers/relay/python emulator local ops tests bench scripts examples
 
-.PHONY: chaos cost cost-scale capacity openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint _cfn-lint checkov _checkov _templates pytest unit handlers infra e2e test test-profile bench demo local deploy diff destroy stateful-manifest smoke clean
+.PHONY: _browser chaos cost cost-scale capacity openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint _cfn-lint checkov _checkov _templates pytest unit handlers infra e2e test test-profile bench demo local deploy diff destroy stateful-manifest smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -147,7 +147,20 @@ openapi: $(BIN)/.installed ## regenerate the checked-in OpenAPI documents (funct
 WORKERS ?= 4
 XDIST = -n $(WORKERS)
 
-pytest: $(BIN)/.installed ## run the whole pytest suite (WORKERS=4 pytest-xdist workers; WORKERS=0: one process)
+# The console's browser tests (tests/console) drive the system's Chromium through Playwright, which never
+# downloads a browser: Debian's chromium, installed here when it is missing (CI runs as root on a clean
+# machine); a no-op when it is there. CHROMIUM=/path/to/chromium for another one.
+CHROMIUM ?= /usr/bin/chromium
+export CHROMIUM
+_browser:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "error: the console's browser tests need Chromium at $(CHROMIUM): sudo apt-get install chromium chromium-driver" >&2; \
+	    exit 2; fi; \
+	  echo "installing Debian's chromium (the console's browser tests, tests/console)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; fi
+
+pytest: $(BIN)/.installed _browser ## run the whole pytest suite (WORKERS=4 pytest-xdist workers; WORKERS=0: one process)
 	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # One layer of the suite at a time (`make pytest` runs them all, tests/fakes and tests/sandbox included).

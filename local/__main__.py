@@ -90,7 +90,32 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="fire-schedule: wait this long for the API destination calls of an event-bus schedule "
         "(0: do not wait; an SQS-target schedule has none)",
     )
+    parser.add_argument(
+        "--console-port", type=int, default=8600, help="up, demo: the console's port (taken: a free one)"
+    )
+    parser.add_argument("--no-console", action="store_true", help="up, demo: start no console")
+    parser.add_argument(
+        "--console-allow-redrive",
+        action="store_true",
+        help="up, demo: let the console redrive DLQs (dry run, reason and confirm still required)",
+    )
     return parser.parse_args(argv)
+
+
+def _console(args: argparse.Namespace, sandbox: Sandbox) -> Any:
+    """The operations console on this sandbox (``ops.console``), its URL printed; None with --no-console."""
+    if args.no_console:
+        return None
+    from ops.console import start_console
+
+    console = start_console(
+        sandbox.endpoint,
+        templates=sandbox.config.cdk_out,
+        port=args.console_port,
+        allow_redrive=args.console_allow_redrive,
+    )
+    print(console.banner(), flush=True)
+    return console
 
 
 def _config(args: argparse.Namespace) -> SandboxConfig:
@@ -114,6 +139,7 @@ def _up(args: argparse.Namespace) -> int:
     sandbox = Sandbox(_config(args))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    console = None
     try:
         sandbox.start()
         print(f"\nAPI:      {sandbox.api_url}   (AWS_IAM routes: sign as relay-local-client, see above)")
@@ -121,6 +147,7 @@ def _up(args: argparse.Namespace) -> int:
             print(f"          {spec.name}: {', '.join(r.route_key for r in spec.routes)}")
         print(f"emulator: {sandbox.endpoint}")
         print(f"AWS CLI:  {cli_hint(sandbox.endpoint)}")
+        console = _console(args, sandbox)
         for schedule in sandbox.topology.schedules:
             print(
                 f"schedule: {schedule.name} {schedule.expression}   "
@@ -134,6 +161,8 @@ def _up(args: argparse.Namespace) -> int:
         pass
     finally:
         print("\nstopping…", flush=True)
+        if console is not None:
+            console.close()
         sandbox.close()
     return 0
 
@@ -195,14 +224,18 @@ def _demo(args: argparse.Namespace) -> int:
         try:
             started = time.time()
             sandbox = Sandbox(config)
+            console = None
             try:
                 sandbox.start()
+                console = _console(args, sandbox)
                 code = (
                     run_demo(sandbox) if args.payments is None else run_demo(sandbox, payments=args.payments)
                 )
             except KeyboardInterrupt:
                 code = 130
             finally:
+                if console is not None:
+                    console.close()
                 sandbox.close()
             print(f"\ndemo {'PASSED' if code == 0 else 'FAILED'} in {time.time() - started:.0f} s")
         finally:

@@ -87,3 +87,32 @@ def mark_parked_before(app: App, source_queue: str, before: datetime, *, reason:
         if not page.get("LastEvaluatedKey"):
             return marked
         params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def entries_of_queue(app: App, source_queue: str, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The ledger's entries for messages parked from ``source_queue`` (a name, URL or ARN), newest
+    first, PARKED and REDRIVEN alike: what a DLQ holds and why, read without a receive (one Query on
+    the queue's partition)."""
+    from relay.ddb import deserialize_item
+    from relay.ledger import queue_name
+
+    ddb = app.client("dynamodb")
+    params: dict[str, Any] = {
+        "TableName": _table(app),
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": f"PARKED#{queue_name(source_queue)}"}},
+    }
+    rows: list[dict[str, Any]] = []
+    while True:
+        try:
+            page = ddb.query(**params)
+        except Exception as exc:
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return []
+            raise
+        rows.extend(deserialize_item(item) for item in page.get("Items", []))
+        if not page.get("LastEvaluatedKey"):
+            break
+        params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    rows.sort(key=lambda r: str(r.get("parkedAt") or ""), reverse=True)
+    return rows[:limit]

@@ -109,12 +109,15 @@ def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
     ]
     return {
         "operationId": operation_id,
+        "correlationId": item.get("correlationId") or operation_id,
+        "paymentId": item.get("paymentId"),
+        "orderId": item.get("orderId"),
         "status": item.get("status"),
         "version": item.get("version"),
         "createdAt": item.get("createdAt"),
         "updatedAt": item.get("updatedAt"),
         "stateSince": item.get("stateSince"),
-        "steps": item.get("steps", []),
+        "steps": decoded_steps(item),
         "error": item.get("error"),
         "reconcileReason": item.get("reconcileReason"),
         "claimChecks": {
@@ -123,6 +126,7 @@ def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
         "requestSha256": item.get("requestSha256"),
         "lastProcessed": item.get("seen"),
         "paymentRef": item.get("paymentRef"),
+        "paymentAcceptedAt": item.get("paymentAcceptedAt"),
         "invoiceId": item.get("invoiceId"),
         "callbackUrl": item.get("callbackUrl"),
         "deadline": {
@@ -137,6 +141,87 @@ def describe_operation(app: App, operation_id: str) -> dict[str, Any] | None:
         "outbox": outbox,
         "parked": parked_messages(app, "operationId", operation_id),
     }
+
+
+def decoded_steps(item: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The step history as ``{step, status, at}`` (ISO time): the item keeps each entry as one short
+    string (``payments.store``), read back with the store's own reader."""
+    from payments.store import operation_from_item
+
+    try:
+        return [step.entry() for step in operation_from_item(item).steps]
+    except (KeyError, ValueError):  # an item the store cannot read (a migration's leftover): as stored
+        return list(item.get("steps") or [])
+
+
+# -- finding operations and orders -----------------------------------------------------------------
+
+SEARCH_SCAN_LIMIT = 5_000  # items read at most by one search: a search never scans a big table whole
+
+
+def _summaries(
+    app: App, table: str, sort_key: str, id_prefix: str, text: str, limit: int
+) -> list[dict[str, Any]]:
+    """The entity items of ``table`` (``sk == sort_key``) whose id or correlation id is ``text`` (any,
+    when empty), newest first: a Scan with a filter, stopped after ``SEARCH_SCAN_LIMIT`` items read.
+    An exact id is one GetItem, no scan."""
+    from relay.ddb import deserialize_item
+
+    ddb = app.client("dynamodb")
+    wanted = text.strip()
+    names = {"#s": "status", "#sk": "sk"}
+    projection = "pk, #s, createdAt, updatedAt, correlationId, version"
+    if wanted:
+        exact = ddb.get_item(
+            TableName=table,
+            Key={"pk": {"S": f"{id_prefix}{wanted}"}, "sk": {"S": sort_key}},
+            ProjectionExpression=projection,
+            ExpressionAttributeNames={"#s": "status"},
+            ConsistentRead=True,
+        ).get("Item")
+        if exact:
+            return [_summary(deserialize_item(exact), id_prefix)]
+    request: dict[str, Any] = {
+        "TableName": table,
+        "ProjectionExpression": projection,
+        "FilterExpression": "#sk = :sk" + (" AND correlationId = :c" if wanted else ""),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": {":sk": {"S": sort_key}, **({":c": {"S": wanted}} if wanted else {})},
+    }
+    found: list[dict[str, Any]] = []
+    read = 0
+    while read < SEARCH_SCAN_LIMIT:
+        page = ddb.scan(**request)
+        read += int(page.get("ScannedCount", 0))
+        found.extend(_summary(deserialize_item(i), id_prefix) for i in page.get("Items", []))
+        if not page.get("LastEvaluatedKey"):
+            break
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    found.sort(key=lambda r: str(r.get("updatedAt") or ""), reverse=True)
+    return found[:limit]
+
+
+def _summary(item: Mapping[str, Any], id_prefix: str) -> dict[str, Any]:
+    entity_id = str(item["pk"]).removeprefix(id_prefix)
+    return {
+        "id": entity_id,
+        "status": item.get("status"),
+        "version": item.get("version"),
+        "correlationId": item.get("correlationId") or entity_id,
+        "createdAt": item.get("createdAt"),
+        "updatedAt": item.get("updatedAt"),
+    }
+
+
+def find_operations(app: App, text: str = "", *, limit: int = 100) -> list[dict[str, Any]]:
+    """Payment operations by operationId or correlationId (every one, newest first, when ``text`` is
+    empty), at most ``limit``."""
+    return _summaries(app, app.name("payments", "operations"), "OPERATION", "OPERATION#", text, limit)
+
+
+def find_orders(app: App, text: str = "", *, limit: int = 100) -> list[dict[str, Any]]:
+    """Orders by orderId or correlationId, as ``find_operations``."""
+    return _summaries(app, app.name("orders", "orders"), "ORDER", "ORDER#", text, limit)
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -165,6 +250,7 @@ def describe_order(app: App, order_id: str) -> dict[str, Any] | None:
     }
     return {
         "orderId": order.order_id,
+        "correlationId": order.correlation_id,
         "customerId": order.customer_id,
         "status": order.status,
         "version": order.version,
@@ -396,6 +482,28 @@ def register(subparsers: Any, add_connection_arguments: Any, connect: Any) -> No
             return _print(describe(connect(args), args.id), what, args.id, args.json)
 
         parser.set_defaults(run=run)
+
+    for command, summary, find in (
+        ("operations", "payment operations by id or correlation id (all, newest first)", find_operations),
+        ("orders", "orders by id or correlation id (all, newest first)", find_orders),
+    ):
+        parser = subparsers.add_parser(command, help=summary)
+        parser.add_argument("text", nargs="?", default="", help="an id or a correlation id (default: all)")
+        parser.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+        add_connection_arguments(parser)
+
+        def run_find(args: argparse.Namespace, find: Any = find) -> int:
+            rows = find(connect(args), args.text, limit=max(1, args.limit))
+            if args.json:
+                print(json.dumps(rows, indent=2, default=str))
+            for row in [] if args.json else rows:
+                print(
+                    f"{row['id']}  {row['status']:<20} {row['updatedAt']}  correlation {row['correlationId']}"
+                )
+            return 0 if rows else 1
+
+        parser.set_defaults(run=run_find)
 
     rp = subparsers.add_parser(
         "replay",

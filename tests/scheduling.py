@@ -7,6 +7,7 @@ something costly to build, which one worker builds once.
   sandboxes side by side halve the e2e time; each test isolates its data by its own ids either way.
 - tests/chaos starts a sandbox of its own (its time scale and faults must not reach the e2e one): a scope.
 - tests/examples runs the example app (examples/your-first-flow) on an emulator stage of its own: a scope.
+- tests/console drives the operations console in Chromium on a sandbox of its own: a scope.
 - tests/infra synthesize the whole app in process once per worker (session fixtures, jsii): one scope.
 
 The sandboxes mostly wait on their own latency rather than on a core, so four workers keep two cores busy.
@@ -38,7 +39,7 @@ def scope_of(nodeid: str) -> str:
     folder, module = parts[1], parts[-1]
     if folder == "e2e":
         return "e2e-api" if module in E2E_API else "e2e"
-    if folder in ("chaos", "infra", "examples"):
+    if folder in ("chaos", "infra", "examples", "console"):
         return folder
     return nodeid
 
@@ -54,7 +55,7 @@ def rank(nodeid: str) -> int:
     two e2e scopes and the example's stage, the handlers' pipeline tests, infra (one synth, then many
     quick tests), the rest."""
     scope = scope_of(nodeid)
-    if scope in ("chaos", "e2e", "e2e-api", "examples") or nodeid.startswith(DEMO):
+    if scope in ("chaos", "e2e", "e2e-api", "examples", "console") or nodeid.startswith(DEMO):
         return 0
     if nodeid.startswith(SLOW):
         return 1
