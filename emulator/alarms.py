@@ -7,7 +7,8 @@ in the emulator emits the metrics they watch. ``AlarmEvaluator`` closes both gap
 - metrics: ``MetricStore.ingest_emf(line)`` turns one CloudWatch Embedded Metric Format line (what
   Powertools Metrics prints) into datapoints, as CloudWatch Logs does on AWS; ``sample_queues(now)`` records
   ``AWS/SQS`` ``ApproximateNumberOfMessagesVisible`` / ``ApproximateAgeOfOldestMessage`` of every queue an
-  alarm watches, as SQS reports them to CloudWatch every minute. Functions never call PutMetricData.
+  alarm watches, as SQS reports them to CloudWatch every minute (the age only through a ``sampler``,
+  as the sandbox's ``emulator.alarm_service`` gives it). Functions never call PutMetricData.
 - evaluation: ``evaluate(now)`` reads every alarm from moto (DescribeAlarms), takes the last
   ``EvaluationPeriods`` periods ending at ``now``, applies the statistic, the comparison,
   ``DatapointsToAlarm``
@@ -72,10 +73,10 @@ class MetricStore:
     ) -> list[float]:
         return [v for t, v in self.points.get((namespace, name, _dims(dimensions)), []) if start < t <= end]
 
-    def ingest_emf(self, line: str, *, at: datetime | None = None) -> int:
+    def ingest_emf(self, line: str, *, at: datetime | None = None, shift: timedelta = timedelta(0)) -> int:
         """One log line; the datapoints it held (0 for a line that is not EMF). As CloudWatch Logs does,
         each DimensionSet of each directive publishes each metric; the timestamp is ``_aws.Timestamp``
-        (ms), or ``at``."""
+        (ms), or ``at``, plus ``shift`` (a sandbox clock that runs ahead of the wall clock)."""
         try:
             doc = json.loads(line)
         except ValueError:
@@ -83,7 +84,7 @@ class MetricStore:
         if not isinstance(doc, dict) or not isinstance(doc.get("_aws"), dict):
             return 0
         meta = doc["_aws"]
-        stamp = at or datetime.fromtimestamp(float(meta.get("Timestamp", 0)) / 1000, UTC)
+        stamp = (at or datetime.fromtimestamp(float(meta.get("Timestamp", 0)) / 1000, UTC)) + shift
         count = 0
         for directive in meta.get("CloudWatchMetrics", []):
             namespace = directive.get("Namespace", "aws-embedded-metrics")
@@ -191,6 +192,13 @@ class AlarmEvaluator:
     account: str = "123456789012"
     store: MetricStore = field(default_factory=MetricStore)
     not_understood: dict[str, str] = field(default_factory=dict)
+    # Queue name -> (ApproximateNumberOfMessagesVisible, ApproximateAgeOfOldestMessage) for every queue, in
+    # one read; without it, GetQueueAttributes per watched queue (and no age).
+    sampler: Callable[[], Mapping[str, tuple[float, float]]] | None = None
+    # May CloudWatch, for the alarm (its ARN), publish to the topic? The topic's policy decides on AWS;
+    # without it, every publish is allowed. A refused action is recorded in ``failed_actions``.
+    authorize: Callable[[str, str], bool] | None = None
+    failed_actions: list[str] = field(default_factory=list)
 
     def alarms(self) -> list[Alarm]:
         found: list[Alarm] = []
@@ -208,9 +216,16 @@ class AlarmEvaluator:
 
     def sample_queues(self, now: datetime, alarms: Sequence[Alarm]) -> None:
         """SQS's one-minute report to CloudWatch, for each queue an alarm watches."""
+        names = {a.dimensions.get("QueueName") for a in alarms if a.namespace == SQS_NAMESPACE}
+        if self.sampler is not None:
+            sampled = self.sampler()
+            for name in sorted(n for n in names if n and n in sampled):
+                visible, age = sampled[name]
+                self.store.put(SQS_NAMESPACE, SQS_METRICS[0], {"QueueName": name}, visible, now)
+                self.store.put(SQS_NAMESPACE, SQS_METRICS[1], {"QueueName": name}, age, now)
+            return
         if self.sqs is None:
             return
-        names = {a.dimensions.get("QueueName") for a in alarms if a.namespace == SQS_NAMESPACE}
         for name in sorted(n for n in names if n):
             try:
                 url = self.sqs.get_queue_url(QueueName=name)["QueueUrl"]
@@ -310,6 +325,10 @@ class AlarmEvaluator:
         sent = []
         for arn in alarm.actions[new]:
             if arn.startswith("arn:aws:sns:"):
+                if self.authorize is not None and not self.authorize(alarm.arn, arn):
+                    # CloudWatch records "Failed to execute action" in the alarm's history; nothing is sent.
+                    self.failed_actions.append(f"{alarm.name} {new}: not allowed to publish to {arn}")
+                    continue
                 self.sns.publish(
                     TopicArn=arn,
                     Subject=f'{new}: "{alarm.name}" in {region}'[:100],

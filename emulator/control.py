@@ -7,6 +7,15 @@ A loopback-only HTTP server on a free port, written into ``.sandbox/state.json``
                                                 messageId, error, deadLettered, deliveries?}]}
                            -> 404 {"message": ...} for an unknown schedule
 
+    POST /alarms/evaluate  {"advance": 61?}
+                           -> 200 {"now": "2026-12-07T10:01:02.000+00:00", "transitions": [{alarm, old, new,
+                                   reason, notified}], "failedActions": [...], "notUnderstood": {...}}
+                           -> 400 {"message": ...} for a negative or non-numeric advance
+
+``/alarms/evaluate`` evaluates every CloudWatch alarm now (``emulator.alarm_service``), after moving the
+stage's clock on by ``advance`` seconds: what a test (or an operator rehearsing a runbook entry) runs
+instead of waiting for a period to end.
+
 ``targetKind`` is ``"event-bus"`` (``eventId`` set, ``deliveries`` the rule targets' outcomes when
 ``wait`` is given) or ``"sqs"`` (``messageId`` set, ``deliveries`` always empty: no rule sees it).
 
@@ -23,12 +32,14 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from emulator.alarm_service import AlarmService
 from emulator.eventbridge import EventBridge
 
 
 class ControlServer:
-    def __init__(self, bridge: EventBridge, port: int = 0) -> None:
+    def __init__(self, bridge: EventBridge, port: int = 0, *, alarms: AlarmService | None = None) -> None:
         self.bridge = bridge
+        self.alarms = alarms
         self.port = port
         self._server: ThreadingHTTPServer | None = None
 
@@ -46,8 +57,26 @@ class ControlServer:
             return 400, {"message": f"scheduledTime: {exc}"}
         return 200, {"firings": [f.to_json(wait=float(wait) if wait else None) for f in firings]}
 
+    def evaluate_alarms(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if self.alarms is None:
+            return 404, {"message": "this stage evaluates no alarms"}
+        advance = body.get("advance", 0)
+        if isinstance(advance, bool) or not isinstance(advance, int | float) or advance < 0:
+            return 400, {"message": f"advance: {advance!r} is not a number of seconds >= 0"}
+        changes = self.alarms.evaluate(advance=float(advance))
+        evaluator = self.alarms.evaluator
+        return 200, {
+            "now": self.alarms.now().isoformat(timespec="milliseconds"),
+            "transitions": [
+                {"alarm": c.alarm, "old": c.old, "new": c.new, "reason": c.reason, "notified": [*c.notified]}
+                for c in changes
+            ],
+            "failedActions": list(evaluator.failed_actions),
+            "notUnderstood": dict(evaluator.not_understood),
+        }
+
     def start(self) -> str:
-        control = self
+        routes = {"/schedules/fire": self.fire, "/alarms/evaluate": self.evaluate_alarms}
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
@@ -56,12 +85,13 @@ class ControlServer:
                     body = json.loads(self.rfile.read(length) or b"{}")
                 except ValueError:
                     body = None
-                if self.path.rstrip("/") != "/schedules/fire":
+                route = routes.get(self.path.rstrip("/"))
+                if route is None:
                     status, answer = 404, {"message": f"no control route POST {self.path}"}
                 elif not isinstance(body, dict):
                     status, answer = 400, {"message": "the body must be a JSON object"}
                 else:
-                    status, answer = control.fire(body)
+                    status, answer = route(body)
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
@@ -84,6 +114,22 @@ class ControlServer:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def evaluate_alarms_remote(control_url: str, advance: float = 0.0) -> tuple[int, dict[str, Any]]:
+    """Ask a running sandbox to evaluate its alarms now, its clock moved on by ``advance`` seconds."""
+    request = urllib.request.Request(
+        f"{control_url}/alarms/evaluate",
+        data=json.dumps({"advance": advance}).encode(),
+        method="POST",
+        headers={"content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return int(response.status), dict(json.loads(response.read()))
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, dict(json.loads(exc.read() or b"{}"))
 
 
 def fire_remote(

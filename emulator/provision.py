@@ -39,8 +39,9 @@ SKIPPED_TYPES: dict[str, str] = {
     "AWS::KMS::Alias": "encryption at rest is not emulated",
     "AWS::Logs::LogGroup": "function logs go to .sandbox/logs/<function>.log instead",
     "AWS::Logs::LogStream": "function logs go to .sandbox/logs/<function>.log instead",
-    "AWS::CloudWatch::Alarm": "no metrics are emitted to the emulator, so alarms could never fire",
-    "AWS::CloudWatch::Dashboard": "no metrics are emitted to the emulator",
+    "AWS::CloudWatch::Dashboard": (
+        "dashboards are not drawn; their metrics are what the alarms watch (emulator.alarm_service)"
+    ),
     "AWS::ApiGatewayV2::Stage": (
         "the local HTTP API serves the $default stage; throttling and access logs are not applied"
     ),
@@ -61,6 +62,17 @@ LOCAL_TYPES = {
     "AWS::Events::Connection",
     "AWS::Events::ApiDestination",
 }
+
+# An AWS::CloudWatch::Alarm's properties, each passed to PutMetricAlarm under its own name.
+ALARM_PROPERTIES = frozenset(
+    {
+        "ActionsEnabled", "AlarmActions", "AlarmDescription", "AlarmName", "ComparisonOperator",
+        "DatapointsToAlarm", "Dimensions", "EvaluateLowSampleCountPercentile", "EvaluationPeriods",
+        "ExtendedStatistic", "InsufficientDataActions", "MetricName", "Metrics", "Namespace",
+        "OKActions", "Period", "Statistic", "Tags", "Threshold", "ThresholdMetricId",
+        "TreatMissingData", "Unit",
+    }
+)  # fmt: skip
 
 # CloudFormation dynamic references:
 # ``{{resolve:secretsmanager:<id>:SecretString:<json-key>:<stage>:<version>}}``.
@@ -285,6 +297,7 @@ class Topology:
     tables: dict[str, str] = field(default_factory=dict)  # name -> stream arn ("" without a stream)
     topics: dict[str, str] = field(default_factory=dict)  # name -> arn
     buckets: list[str] = field(default_factory=list)
+    alarms: list[str] = field(default_factory=list)  # CloudWatch alarm names, as PutMetricAlarm made them
     dlqs: set[str] = field(default_factory=set)  # queue names some redrive/on-failure points at
     iam: IamModel = field(default_factory=IamModel)
     # Each stack as CloudFormation's DescribeStacks would describe it, outputs resolved
@@ -345,6 +358,7 @@ class Provisioner:
         self.secretsmanager = make("secretsmanager")
         self.scheduler = make("scheduler")
         self.firehose = make("firehose")
+        self.cloudwatch = make("cloudwatch")
         self.topology = Topology()
         self.exports: dict[str, Any] = {}
         self.layers: dict[str, Path | None] = {}  # layer version arn -> python dir (None: unusable)
@@ -429,6 +443,7 @@ class Provisioner:
             "AWS::SQS::Queue": self._queue,
             "AWS::SNS::Topic": self._topic,
             "AWS::SNS::Subscription": self._subscription,
+            "AWS::CloudWatch::Alarm": self._alarm,
             "AWS::DynamoDB::Table": self._table,
             "AWS::S3::Bucket": self._bucket,
             "AWS::KinesisFirehose::DeliveryStream": self._delivery_stream,
@@ -562,6 +577,31 @@ class Provisioner:
         arn = self.sns.create_topic(Name=name, Attributes=attributes)["TopicArn"]
         self.topology.topics[name] = arn
         return Physical(ref=arn, attrs={"TopicArn": arn, "TopicName": name})
+
+    def _alarm(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
+        """PutMetricAlarm with the template's properties, references resolved (the alarm topic's ARN,
+        the queue's name); CloudWatch's refusal of an invalid alarm fails the stage, as it fails the
+        deploy. The alarm starts INSUFFICIENT_DATA (patch 16) until emulator.alarm_service evaluates it."""
+        unsupported = sorted(set(props) - ALARM_PROPERTIES)
+        if unsupported:
+            raise ValueError(
+                f"{stack.name}/{logical_id} (AWS::CloudWatch::Alarm): Encountered unsupported property "
+                f"{unsupported[0]}"
+            )
+        # CloudFormation names an alarm without AlarmName <stack>-<logical id>-<suffix>.
+        name = str(props.get("AlarmName") or _generated_name(stack.name, logical_id, 255))
+        params = {key: value for key, value in props.items() if key != "AlarmName"}
+        for key in ("Period", "EvaluationPeriods", "DatapointsToAlarm"):
+            if key in params:
+                params[key] = int(params[key])
+        if "Threshold" in params:
+            params["Threshold"] = float(params["Threshold"])
+        if "ActionsEnabled" in params:
+            params["ActionsEnabled"] = str(params["ActionsEnabled"]).lower() == "true"
+        self.cloudwatch.put_metric_alarm(AlarmName=name, **params)
+        self.topology.alarms.append(name)
+        arn = _arn("cloudwatch", f"alarm:{name}")
+        return Physical(ref=name, attrs={"Arn": arn})
 
     def _subscription(self, stack: Stack, logical_id: str, props: dict[str, Any]) -> Physical:
         attributes: dict[str, str] = {}

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -402,6 +403,8 @@ class Runtime:
         crashes: Crashes | None = None,
     ) -> None:
         self.crashes = crashes or Crashes()
+        # Called after every invocation with (function, ok): what Lambda reports to CloudWatch.
+        self.on_invoke: Callable[[str, bool], None] | None = None
         self.zygote: Zygote | None = None
         if functions and os.environ.get("RELAY_LOCAL_NO_ZYGOTE") != "1":
             try:
@@ -424,7 +427,10 @@ class Runtime:
         }
 
     def invoke(self, name: str, event: Any) -> InvokeResult:
-        return self.functions[name].invoke(event)
+        result = self.functions[name].invoke(event)
+        if self.on_invoke is not None:
+            self.on_invoke(name, result.ok)  # Lambda's Invocations and Errors metrics
+        return result
 
     def close(self) -> None:
         for function in self.functions.values():

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from emulator import callers, cloudformation
+from emulator.alarm_service import AlarmService
+from emulator.alarms import Transition
 from emulator.control import ControlServer
 from emulator.eventbridge import EventBridge, Firing, SchedulerClock
 from emulator.http_api import HttpApi
@@ -98,6 +100,7 @@ class Stage:
         self.clock: SchedulerClock | None = None
         self.control: ControlServer | None = None
         self.denials: DenialWatcher | None = None
+        self.alarms: AlarmService | None = None
 
     # -- what an app adds -------------------------------------------------------------------------
 
@@ -177,6 +180,8 @@ class Stage:
         )
         self.denials = DenialWatcher(self.endpoint, self.log)
         self.denials.start()
+        self.alarms = AlarmService(self.endpoint, cfg.log_dir, self.topology.functions, log=self.log)
+        self.runtime.on_invoke = self.alarms.record_invocation
         self.mappings = Mappings(
             self.topology.mappings,
             self.runtime,
@@ -208,8 +213,13 @@ class Stage:
         )
         self.clock = SchedulerClock(self.eventbridge, hour_every=cfg.hour_every, log=self.log)
         self.clock.start()
-        self.control = ControlServer(self.eventbridge)
+        self.control = ControlServer(self.eventbridge, alarms=self.alarms)
         self.control.start()
+        self.alarms.start()
+        self.log(
+            f"alarms: {len(self.topology.alarms)} {self.alarms.describe()}; state changes published to their "
+            "topics as CloudWatch does"
+        )
         for line in self.schedule_banner():
             self.log(line)
         if cfg.write_state:
@@ -325,6 +335,13 @@ class Stage:
             raise RuntimeError("the stage is not started")
         return self.eventbridge.fire_schedule(name, scheduled_time)
 
+    def evaluate_alarms(self, advance: float = 0.0) -> list[Transition]:
+        """Evaluate every alarm now, after moving the stage's clock on by ``advance`` seconds (a test's
+        way to see a period end without waiting for it); the state changes, published to their topics."""
+        if self.alarms is None:
+            raise RuntimeError("the stage is not started")
+        return self.alarms.evaluate(advance=advance)
+
     def state(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
@@ -401,6 +418,8 @@ class Stage:
     def close(self) -> None:
         if self.control is not None:
             self.control.close()
+        if self.alarms is not None:
+            self.alarms.close()
         if self.clock is not None:
             self.clock.close()
         if self.eventbridge is not None:

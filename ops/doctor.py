@@ -429,7 +429,7 @@ class Doctor:
         found = [a for a in self.alarms if _watches_depth(a, dlq.name)]
         if found:
             alarm = found[0]
-            where = " (declared: alarms are not emulated in the sandbox)" if alarm.source == DECLARED else ""
+            where = " (declared in cdk.out: the emulator holds no alarms)" if alarm.source == DECLARED else ""
             state = f", {alarm.state}" if alarm.state else ""
             return Check(queue.short, name, True, f"{alarm.name}{state}{where}")
         return Check(

@@ -1,4 +1,5 @@
-"""``python -m ops status``: every queue and DLQ of a stage, the alarms in ALARM, each mapping's state.
+"""``python -m ops status``: every queue and DLQ of a stage, every alarm with its state and the runbook entry
+it names, each mapping's state.
 
 It never receives a message: depths come from GetQueueAttributes (visible, in flight, delayed), so a
 look at a DLQ changes nothing in it. The oldest message's age is not a queue attribute:
@@ -10,12 +11,18 @@ look at a DLQ changes nothing in it. The oldest message's age is not a queue att
 
 Both sit behind ``AgeSource``; ``age_source(app)`` picks one. ``ops dlq redrive`` reads the source queue's
 age through the same interface.
+
+The alarms are DescribeAlarms' (on AWS, and in the sandbox, which evaluates them:
+``emulator.alarm_service``), those in ALARM first. Each alarm's description is its runbook entry: it
+names the ``python -m ops`` commands to run (``tests/infra/test_runbook.py`` holds every one to a
+command that exists), and docs/ops.md's runbook table says more about each kind of alarm.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,10 +33,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch.type_defs import MetricDataQueryTypeDef
 
-from ops.app import DECLARED, App, MappingInfo, QueueInfo, add_connection_arguments, connect
+from ops.app import DECLARED, AlarmInfo, App, MappingInfo, QueueInfo, add_connection_arguments, connect
 
 AGE_METRIC = "ApproximateAgeOfOldestMessage"
 AGE_WINDOW = timedelta(minutes=30)
+RUNBOOK = "docs/ops.md#runbook-each-alarm-what-it-means-what-to-run"
+# A command an alarm's description names: `python -m ops dlq redrive points --reason '...' --dry-run`.
+_COMMAND = re.compile(r"`(python -m ops [^`]+)`")
+_STATE_ORDER = {"ALARM": 0, "INSUFFICIENT_DATA": 1, "OK": 2}
+
+
+def runbook_commands(description: str) -> list[str]:
+    """The ``python -m ops`` commands an alarm's description names, in its order: its runbook entry."""
+    return _COMMAND.findall(description)
 
 
 # -- the age of the oldest message -------------------------------------------------------------------
@@ -183,9 +199,10 @@ class Snapshot:
     taken_at: datetime
     queues: list[QueueStatus]
     alarms_in_alarm: list[Any]
-    alarms_declared_only: int  # > 0 in the sandbox: alarms exist only in the templates
+    alarms_declared_only: int  # > 0 on an emulator that holds no alarms: they exist only in the templates
     mappings: list[MappingInfo]
     notes: list[str] = field(default_factory=list)
+    alarms: list[AlarmInfo] = field(default_factory=list)  # every alarm, those in ALARM first
 
     def to_json(self) -> dict[str, Any]:
         def queue(s: QueueStatus) -> dict[str, Any]:
@@ -218,6 +235,18 @@ class Snapshot:
                 for a in self.alarms_in_alarm
             ],
             "alarmsDeclaredOnly": self.alarms_declared_only,
+            "alarms": [
+                {
+                    "name": a.name,
+                    "state": a.state,
+                    "reason": a.reason,
+                    "since": _iso(a.updated_at),
+                    "description": a.description,
+                    "runbook": runbook_commands(a.description),
+                }
+                for a in self.alarms
+            ],
+            "runbook": RUNBOOK,
             "mappings": [
                 {
                     "function": m.function_name,
@@ -244,14 +273,17 @@ def take_snapshot(app: App, ages: AgeSource | None = None) -> Snapshot:
     ]
     notes: list[str] = []
     declared_only = 0
+    alarms: list[AlarmInfo] = []
     if app.alarms_declared_only():
         declared_only = len(app.declared().alarms)
         notes.append(
-            f"alarms: not emulated in the sandbox ({declared_only} declared in cdk.out; none can fire)"
+            f"alarms: this emulator holds none ({declared_only} declared in cdk.out; none can fire): an "
+            "older sandbox? `make local` creates and evaluates them"
         )
         in_alarm = []
     else:
-        in_alarm = app.alarms(state="ALARM")
+        alarms = sorted(app.alarms(), key=lambda a: (_STATE_ORDER.get(a.state or "", 3), a.name))
+        in_alarm = [a for a in alarms if a.state == "ALARM"]
     mappings = app.event_source_mappings()
     if any(m.source == DECLARED for m in mappings):
         notes.append(
@@ -260,7 +292,7 @@ def take_snapshot(app: App, ages: AgeSource | None = None) -> Snapshot:
         )
     if not queues:
         notes.append(f"no queues named {app.prefix}-* (is the stage deployed, or the sandbox running?)")
-    return Snapshot(app, datetime.now(UTC), statuses, in_alarm, declared_only, mappings, notes)
+    return Snapshot(app, datetime.now(UTC), statuses, in_alarm, declared_only, mappings, notes, alarms)
 
 
 def render(snapshot: Snapshot) -> str:
@@ -280,12 +312,20 @@ def render(snapshot: Snapshot) -> str:
                 f"{s.age.describe(snapshot.taken_at)}{flag}"
             )
     if snapshot.alarms_declared_only:
-        lines.append(f"alarms in ALARM: n/a ({snapshot.alarms_declared_only} declared; not emulated)")
+        lines.append(f"alarms in ALARM: n/a ({snapshot.alarms_declared_only} declared; none held)")
     else:
-        lines.append(f"alarms in ALARM ({len(snapshot.alarms_in_alarm)})")
-        for alarm in snapshot.alarms_in_alarm:
-            since = f" since {_iso(alarm.updated_at)}" if alarm.updated_at else ""
-            lines.append(f"  {alarm.name}{since}: {alarm.description or alarm.reason}")
+        lines.append(
+            f"alarms in ALARM ({len(snapshot.alarms_in_alarm)}) of {len(snapshot.alarms)}; runbook: {RUNBOOK}"
+        )
+        for alarm in snapshot.alarms:
+            name = alarm.name.removeprefix(f"{app.prefix}-")
+            if alarm.state == "ALARM":
+                since = f" since {_iso(alarm.updated_at)}" if alarm.updated_at else ""
+                lines.append(f"  ALARM              {name}{since}: {alarm.description or alarm.reason}")
+                continue
+            commands = runbook_commands(alarm.description)
+            runbook = f"  runbook: {'; '.join(commands)}" if commands else ""
+            lines.append(f"  {alarm.state or 'n/a':18s} {name}{runbook}")
     lines.append(f"event source mappings ({len(snapshot.mappings)})")
     for m in snapshot.mappings:
         source = m.source_arn.rsplit(":", 1)[-1]
@@ -311,10 +351,11 @@ def render(snapshot: Snapshot) -> str:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "status",
-        help="queues and DLQs (visible, in flight, delayed, oldest), alarms in ALARM, mappings; "
+        help="queues and DLQs (visible, in flight, delayed, oldest), alarms (state, runbook), mappings; "
         "never receives",
         description="One look at a stage: every queue and DLQ with its visible, in-flight and delayed "
-        "messages and the age of its oldest message, the alarms in ALARM, and the state of each event "
+        "messages and the age of its oldest message, every alarm with its state (those in ALARM first) and "
+        "the runbook commands its description names, and the state of each event "
         "source mapping. Reads queue attributes only: it never receives a message, so it changes nothing.",
     )
     add_connection_arguments(parser)

@@ -117,11 +117,46 @@ def test_status_lists_the_alarms_in_alarm_and_each_mappings_state(deployed: Depl
     assert any("<- orders-analytics: Disabled" in line for line in lines)
 
 
-def test_in_the_sandbox_status_says_alarms_are_not_emulated_and_mappings_are_declared(
+def test_in_the_sandbox_status_lists_every_alarm_with_its_state_and_runbook_and_mappings_are_declared(
     sandbox_app: App,
 ) -> None:
+    dlq = "relay-dev-payments-payment-requests-dlq"
+    (parked,) = [
+        a.name
+        for a in sandbox_app.alarms()
+        if a.dimensions.get("QueueName") == dlq and a.metric_name == "ApproximateNumberOfMessagesVisible"
+    ]
+    sandbox_app.client("cloudwatch").set_alarm_state(
+        AlarmName=parked, StateValue="ALARM", StateReason="Threshold Crossed: 1 out of the last 1 datapoints"
+    )
+
+    snapshot = take_snapshot(sandbox_app)
+    text = render(snapshot)
+
+    # Every alarm synthesized for the stacks the world holds, created as the template declares it.
+    provisioned = ("relay-dev-payments-", "relay-dev-core-")
+    declared = {a.name for a in sandbox_app.declared().alarms if a.name.startswith(provisioned)}
+    assert len(declared) > 10 and {a.name for a in snapshot.alarms} == declared
+    assert snapshot.alarms_declared_only == 0
+    assert [a.name for a in snapshot.alarms_in_alarm] == [parked] == [snapshot.alarms[0].name]
+    assert f"alarms in ALARM (1) of {len(declared)}; runbook: docs/ops.md#runbook-each-alarm-what-it" in text
+    lines = text.splitlines()
+    (alarm_line,) = [line for line in lines if parked.removeprefix("relay-dev-") in line]
+    assert alarm_line.split()[0] == "ALARM"
+    assert "`python -m ops dlq redrive payment-requests --reason '...' --dry-run`" in alarm_line
+    (oldest_line,) = [line for line in lines if "AlarmspaymentrequestsOldestMessage" in line]
+    assert oldest_line.split()[0] in ("OK", "INSUFFICIENT_DATA")
+    assert oldest_line.endswith("runbook: python -m ops status; python -m ops doctor")
+    (oldest,) = [a for a in snapshot.to_json()["alarms"] if "AlarmspaymentrequestsOldestMessage" in a["name"]]
+    assert oldest["runbook"] == ["python -m ops status", "python -m ops doctor"]
+    assert "PaymentWorkerFunction" in text and "(declared)" in text
+
+
+def test_on_an_emulator_that_holds_no_alarms_status_says_they_are_only_declared(sandbox_app: App) -> None:
+    cloudwatch = sandbox_app.client("cloudwatch")
+    cloudwatch.delete_alarms(AlarmNames=[a.name for a in sandbox_app.alarms()])
+
     text = render(take_snapshot(sandbox_app))
 
     assert "alarms in ALARM: n/a" in text
-    assert "note: alarms: not emulated in the sandbox" in text
-    assert "PaymentWorkerFunction" in text and "(declared)" in text
+    assert "note: alarms: this emulator holds none" in text

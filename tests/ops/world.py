@@ -2,7 +2,7 @@
 
 ``payments``: the payments stack (and core) provisioned from the synthesized templates
 (``tests.handlers.stack_world``), as the handler tests get theirs: the queues, DLQs, redrive policies,
-topic and subscriptions ``cdk deploy`` creates. Functions, mappings, alarms and queue policies are not
+topic, subscriptions and alarms ``cdk deploy`` creates. Functions, mappings and queue policies are not
 in it (the provisioner runs those outside moto, as the sandbox does), so ``sandbox_app`` reads them from
 the same assembly, as ``ops`` does against the sandbox.
 
