@@ -2,7 +2,9 @@
 period on the stage's clock (a parked message keeps it in ALARM until a whole period without one has
 passed); EMF lines from a function's log and the runtime's invocations become the metrics their alarms
 watch; CloudWatch publishes as its service principal, so a topic policy without it gets no notification
-and a recorded denial; the control endpoint evaluates on demand. The wall clock is the test's."""
+and a recorded denial; the control endpoint evaluates on demand; provisioning creates each alarm from
+its template, references resolved, and fails on an alarm CloudWatch would refuse. The wall clock is the
+test's."""
 
 from __future__ import annotations
 
@@ -13,13 +15,15 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from botocore.exceptions import ClientError
 
 from emulator.alarm_service import AlarmService
 from emulator.control import ControlServer, evaluate_alarms_remote
 from emulator.eventbridge import EventBridge
 from emulator.iam_report import denials, enforce
-from emulator.provision import IamModel, Topology
+from emulator.provision import IamModel, Provisioner, Topology
 from emulator.server import Emulator, client, free_port
+from emulator.templates import Stack
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 
@@ -241,3 +245,48 @@ def test_the_control_endpoint_evaluates_on_demand_and_refuses_to_go_back_in_time
         t for t in answer["transitions"] if t["alarm"] == name
     ).items()
     assert answer["now"] == (T0 + timedelta(seconds=61)).isoformat(timespec="milliseconds")
+
+
+def _stack(name: str, **alarm: Any) -> Stack:
+    resources = {
+        "Dlq": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": f"{name}-dlq"}},
+        "AlarmTopic": {"Type": "AWS::SNS::Topic", "Properties": {"TopicName": f"{name}-alarms"}},
+        "DlqNotEmpty": {
+            "Type": "AWS::CloudWatch::Alarm",
+            "Properties": {
+                "AlarmDescription": "parked: `python -m ops status`",
+                "Namespace": "AWS/SQS",
+                "MetricName": "ApproximateNumberOfMessagesVisible",
+                "Dimensions": [{"Name": "QueueName", "Value": {"Fn::GetAtt": ["Dlq", "QueueName"]}}],
+                "Period": 60,
+                "Statistic": "Maximum",
+                "Threshold": 0,
+                "ComparisonOperator": "GreaterThanThreshold",
+                "EvaluationPeriods": 1,
+                "TreatMissingData": "notBreaching",
+                "AlarmActions": [{"Ref": "AlarmTopic"}],
+                "OKActions": [{"Ref": "AlarmTopic"}],
+                **alarm,
+            },
+        },
+    }
+    return Stack(name, {"Resources": resources}, Path(f"{name}.template.json"))
+
+
+def test_provisioning_creates_each_alarm_from_its_template_and_refuses_what_cloudwatch_refuses(
+    endpoint: str, tmp_path: Path
+) -> None:
+    topology = Provisioner(endpoint, tmp_path).provision([_stack("alarm-prov")])
+    assert topology.alarms == ["alarm-prov-DlqNotEmpty"]
+    (alarm,) = client("cloudwatch", endpoint).describe_alarms(AlarmNames=topology.alarms)["MetricAlarms"]
+    assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": "alarm-prov-dlq"}]  # GetAtt resolved
+    assert alarm["AlarmActions"] == alarm["OKActions"] == [topology.topics["alarm-prov-alarms"]]  # Ref
+    assert alarm["StateValue"] == "INSUFFICIENT_DATA" and alarm["Period"] == 60
+
+    with pytest.raises(ClientError) as refused:
+        Provisioner(endpoint, tmp_path).provision([_stack("alarm-bad", Period=45)])
+    error = refused.value.response["Error"]
+    assert error["Code"] == "ValidationError"
+    assert error["Message"] == "Period must be 10, 30 or a multiple of 60"
+    with pytest.raises(ValueError, match="Encountered unsupported property Periods"):
+        Provisioner(endpoint, tmp_path).provision([_stack("alarm-typo", Periods=60)])
