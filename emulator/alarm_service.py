@@ -20,6 +20,8 @@ moves it on first, so a test sees a one-minute period end without waiting for it
 evaluations carry on from there (never back in time, which would bring old datapoints back into the
 window). Metrics are stamped on the same clock.
 
+Each state change is written to ``<log_dir>/alarms.log`` (the stage's time, the alarm, old → new, the
+reason, the topics notified), not to the stage's console: a demo's transcript stays the demo's.
 State changes go to the alarm's actions of the new state; CloudWatch publishes as the service
 ``cloudwatch.amazonaws.com``, so the topic's policy must allow it (``emulator.iam_report.service_may``,
 recorded as a denial otherwise), and the publish itself is the sandbox's own call, not a function's.
@@ -59,6 +61,7 @@ class AlarmService:
         self.every = every
         self.log = log
         self.wall_clock = wall_clock
+        self.transitions_log = log_dir / "alarms.log"
         self.offset = timedelta(0)
         self._last: datetime | None = None
         self._lock = threading.Lock()
@@ -141,15 +144,29 @@ class AlarmService:
             changes = self.evaluator.evaluate(now)
             self.evaluations += 1
             self.transitions.extend((now, change) for change in changes)
-        for change in changes:
-            sent = f" → {', '.join(t.rsplit(':', 1)[-1] for t in change.notified)}" if change.notified else ""
-            self.log(f"alarm {change.alarm}: {change.old} → {change.new}{sent}")
+        if changes:
+            self._write(now, changes)
         return changes
+
+    def _write(self, now: datetime, changes: list[Transition]) -> None:
+        lines = []
+        for change in changes:
+            sent = ", ".join(t.rsplit(":", 1)[-1] for t in change.notified) or "no action"
+            lines.append(
+                f"{now.isoformat(timespec='seconds')} {change.alarm}: {change.old} -> {change.new} "
+                f"(notified: {sent}) {change.reason}\n"
+            )
+        try:
+            self.transitions_log.parent.mkdir(parents=True, exist_ok=True)
+            with self.transitions_log.open("a", encoding="utf-8") as handle:
+                handle.writelines(lines)
+        except OSError as error:
+            self.log(f"alarms: cannot write {self.transitions_log}: {error}")
 
     def describe(self) -> str:
         return (
             f"CloudWatch alarms evaluated every {self.every:g} s on the stage's clock "
-            f"(wall clock + {self.offset.total_seconds():g} s)"
+            f"(wall clock + {self.offset.total_seconds():g} s), state changes in {self.transitions_log}"
         )
 
     def start(self) -> None:

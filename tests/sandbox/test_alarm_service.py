@@ -136,6 +136,13 @@ def test_a_dlq_alarm_starts_insufficient_data_and_honours_its_period_on_the_stag
     assert _state(world, name) == "OK"
     assert _notified(world) == [(name, "OK")]
     assert service.now() == T0 + timedelta(seconds=66)
+    written = (tmp_path / "alarms.log").read_text().splitlines()
+    assert [line.split(": ", 1)[1].split(" (")[0] for line in written] == [
+        "INSUFFICIENT_DATA -> OK",
+        "OK -> ALARM",
+        "ALARM -> OK",
+    ]
+    assert written[1].startswith(f"{(T0 + timedelta(seconds=5)).isoformat()} {name}: ")
     with pytest.raises(ValueError, match="only moves forward"):
         service.evaluate(advance=-1)
 
