@@ -10,7 +10,14 @@ On AWS three things feed an alarm, and each has its stand-in here:
   each minute: each evaluation samples every queue an alarm watches, without receiving
   (``emulator.sqs_admin``);
 - Lambda reports ``Invocations`` and ``Errors`` per function: ``record_invocation`` is the runtime's
-  hook, called after every invocation (a timeout and a crash are errors, as on Lambda).
+  hook, called after every invocation (a timeout and a crash are errors, as on Lambda);
+- EventBridge reports ``FailedInvocations`` (an event its rule could not deliver for good, sent to the
+  DLQ or not) and ``InvocationsSentToDlq`` per rule, only when not zero, with the dimension
+  ``RuleName`` for a rule on the default bus and ``EventBusName`` + ``RuleName`` for one on a custom bus
+  (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-monitoring.html): ``rule_failures`` (the
+  stage gives it the bus's and the API destinations' counts since the start) is read at each evaluation
+  and the increase becomes a datapoint. An alarm whose dimensions name no such metric (``RuleName`` set
+  to a custom-bus rule's ``Ref``, ``bus|rule``) sees no data, here as on AWS.
 
 ``evaluate()`` reads the new log lines, samples the queues and evaluates every alarm at the stage's
 ``now()`` (``emulator.alarms.AlarmEvaluator``: period, statistic, threshold, evaluation periods,
@@ -42,6 +49,9 @@ from emulator.sqs_admin import queue_ages
 
 SERVICE = "cloudwatch.amazonaws.com"
 LAMBDA_NAMESPACE = "AWS/Lambda"
+EVENTS_NAMESPACE = "AWS/Events"
+# (event bus, rule name) -> (events failed for good, of them sent to the DLQ), since the start.
+RuleFailures = Callable[[], Mapping[tuple[str, str], tuple[int, int]]]
 # Every few seconds of wall clock: a one-minute period ends within a few seconds of its end on AWS too.
 DEFAULT_EVERY = 5.0
 
@@ -56,12 +66,15 @@ class AlarmService:
         every: float = DEFAULT_EVERY,
         log: Callable[[str], Any] = print,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        rule_failures: RuleFailures | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.every = every
         self.log = log
         self.wall_clock = wall_clock
         self.transitions_log = log_dir / "alarms.log"
+        self.rule_failures = rule_failures
+        self._rule_counts: dict[tuple[str, str], tuple[int, int]] = {}
         self.offset = timedelta(0)
         self._last: datetime | None = None
         self._lock = threading.Lock()
@@ -123,6 +136,21 @@ class AlarmService:
                     found += self.evaluator.store.ingest_emf(text, shift=self.offset)
         return found
 
+    def sample_rules(self, now: datetime) -> None:
+        """EventBridge's per-rule failure metrics: what each rule failed since the last evaluation."""
+        if self.rule_failures is None:
+            return
+        for (bus, rule), (failed, to_dlq) in sorted(self.rule_failures().items()):
+            before = self._rule_counts.get((bus, rule), (0, 0))
+            self._rule_counts[(bus, rule)] = (failed, to_dlq)
+            dims = {"RuleName": rule} if bus == "default" else {"EventBusName": bus, "RuleName": rule}
+            if failed > before[0]:
+                self.evaluator.store.put(EVENTS_NAMESPACE, "FailedInvocations", dims, failed - before[0], now)
+            if to_dlq > before[1]:
+                self.evaluator.store.put(
+                    EVENTS_NAMESPACE, "InvocationsSentToDlq", dims, to_dlq - before[1], now
+                )
+
     def _sample(self) -> Mapping[str, tuple[float, float]]:
         return {
             q.name: (float(q.visible), float(q.oldest_age_seconds or 0.0))
@@ -143,6 +171,7 @@ class AlarmService:
             if self._last is not None and now < self._last:
                 now = self._last
             self._last = now
+            self.sample_rules(now)
             changes = self.evaluator.evaluate(now)
             self.evaluations += 1
             self.transitions.extend((now, change) for change in changes)

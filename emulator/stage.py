@@ -28,7 +28,7 @@ from emulator.alarms import Transition
 from emulator.control import ControlServer
 from emulator.eventbridge import EventBridge, Firing, SchedulerClock
 from emulator.http_api import HttpApi
-from emulator.iam_report import DenialWatcher, enforce
+from emulator.iam_report import DenialWatcher, bus_deliveries, enforce
 from emulator.mappings import DuplicateDelivery, Mappings, SqsMapping
 from emulator.provision import FunctionSpec, Provisioner, Topology
 from emulator.runtime import Runtime
@@ -211,6 +211,7 @@ class Stage:
             fast_clock=cfg.fast_clock,
             log=self.log,
         )
+        self.alarms.rule_failures = self.rule_failures
         self.clock = SchedulerClock(self.eventbridge, hour_every=cfg.hour_every, log=self.log)
         self.clock.start()
         self.control = ControlServer(self.eventbridge, alarms=self.alarms)
@@ -334,6 +335,26 @@ class Stage:
         if self.eventbridge is None:
             raise RuntimeError("the stage is not started")
         return self.eventbridge.fire_schedule(name, scheduled_time)
+
+    def rule_failures(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """Per (event bus, rule), the events it could not deliver for good and those of them it sent to
+        its DLQ, since the start: the API destinations' (``emulator.eventbridge``) and the bus rules' to
+        their queues (``emulator.bus_delivery``, in the emulator). What EventBridge reports as
+        FailedInvocations and InvocationsSentToDlq."""
+        buses = {rule.name: rule.event_bus for rule in self.topology.rules}
+        counts: dict[tuple[str, str], tuple[int, int]] = {}
+        for delivery in list(self.eventbridge.deliveries) if self.eventbridge is not None else []:
+            if not delivery.delivered:
+                key = (buses.get(delivery.rule, "default"), delivery.rule)
+                failed, to_dlq = counts.get(key, (0, 0))
+                counts[key] = (failed + 1, to_dlq + int(delivery.dead_lettered))
+        for rule, outcomes in bus_deliveries(self.endpoint).items():
+            dropped = sum(n for outcome, n in outcomes.items() if outcome.startswith("dropped"))
+            dead_lettered = outcomes.get("dead-lettered", 0)
+            key = (buses.get(rule, "default"), rule)
+            failed, to_dlq = counts.get(key, (0, 0))
+            counts[key] = (failed + dropped + dead_lettered, to_dlq + dead_lettered)
+        return counts
 
     def evaluate_alarms(self, advance: float = 0.0) -> list[Transition]:
         """Evaluate every alarm now, after moving the stage's clock on by ``advance`` seconds (a test's

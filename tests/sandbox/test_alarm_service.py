@@ -297,3 +297,48 @@ def test_provisioning_creates_each_alarm_from_its_template_and_refuses_what_clou
     assert error["Message"] == "Period must be 10, 30 or a multiple of 60"
     with pytest.raises(ValueError, match="Encountered unsupported property Periods"):
         Provisioner(endpoint, tmp_path).provision([_stack("alarm-typo", Periods=60)])
+
+
+def test_rule_failures_become_eventbridges_metrics_with_its_dimensions(
+    endpoint: str, world: dict[str, Any], tmp_path: Path
+) -> None:
+    """EventBridge reports a custom-bus rule's metrics under EventBusName + RuleName; an alarm that names
+    the rule by its CloudFormation Ref (``bus|rule``) watches a metric nothing emits, here as on AWS."""
+    rule = f"{world['name']}-rule"
+    by_bus = _alarm(
+        world,
+        "FailedInvocations",
+        Namespace="AWS/Events",
+        MetricName="FailedInvocations",
+        Dimensions=[{"Name": "EventBusName", "Value": "app"}, {"Name": "RuleName", "Value": rule}],
+        Statistic="Sum",
+    )
+    by_ref = _alarm(
+        world,
+        "FailedByRef",
+        Namespace="AWS/Events",
+        MetricName="FailedInvocations",
+        Dimensions=[{"Name": "RuleName", "Value": f"app|{rule}"}],
+        Statistic="Sum",
+    )
+    to_dlq = _alarm(
+        world,
+        "SentToDlq",
+        Namespace="AWS/Events",
+        MetricName="InvocationsSentToDlq",
+        Dimensions=[{"Name": "EventBusName", "Value": "app"}, {"Name": "RuleName", "Value": rule}],
+        Statistic="Sum",
+    )
+    counts = {("app", rule): (0, 0)}
+    service, clock = _service(endpoint, tmp_path)
+    service.rule_failures = lambda: counts
+    service.evaluate()
+    assert {_state(world, a) for a in (by_bus, by_ref, to_dlq)} == {"OK"}
+
+    counts[("app", rule)] = (2, 1)  # two events failed for good, one of them dead-lettered
+    clock.at += timedelta(seconds=1)
+    assert {c.alarm: c.new for c in service.evaluate()} == {by_bus: "ALARM", to_dlq: "ALARM"}
+    assert _state(world, by_ref) == "OK"
+
+    service.evaluate(advance=60)  # no new failure in the last period
+    assert {_state(world, a) for a in (by_bus, by_ref, to_dlq)} == {"OK"}
