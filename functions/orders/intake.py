@@ -40,6 +40,7 @@ from orders.orders import (
 )
 from orders.store import OrderStore, order_from_item, order_key, status_of
 from orders.subscriptions import ORDER_CANCELLED, ORDER_CREATED
+from relay.api_models import ApiModel
 from relay.envelope import Envelope, new_envelope
 from relay.errors import ConcurrentWrite
 from relay.request_keys import EntityExists, IdempotencyKeyMismatch, request_sha256
@@ -206,6 +207,14 @@ def _changed(order: Order) -> Any:
     return explain
 
 
+def _view_of[V: ApiModel](view: type[V], record: object | None) -> V | None:
+    """What the order records (its rejection, cancellation, shipment) as the API shows it: the fields
+    the view declares."""
+    if record is None:
+        return None
+    return view(**{name: getattr(record, name) for name in view.model_fields})
+
+
 def order_view(order: Order) -> OrderView:
     return OrderView(
         order_id=order.order_id,
@@ -214,27 +223,10 @@ def order_view(order: Order) -> OrderView:
         currency=order.currency,
         items=[OrderItem(sku=line.sku, quantity=line.quantity) for line in order.items],
         history=[HistoryView(status=h.status, at=h.at) for h in order.history],
-        rejection=RejectionView(
-            code=order.rejection.code, reason=order.rejection.reason, sku=order.rejection.sku
-        )
-        if order.rejection
-        else None,
-        cancellation=CancellationView(
-            code=order.cancellation.code,
-            reason=order.cancellation.reason,
-            operation_id=order.cancellation.operation_id,
-        )
-        if order.cancellation
-        else None,
+        rejection=_view_of(RejectionView, order.rejection),
+        cancellation=_view_of(CancellationView, order.cancellation),
         payment_operation_id=order.payment_operation_id,
-        shipment=ShipmentView(
-            status=order.shipment.status,
-            shipment_id=order.shipment.shipment_id,
-            reason=order.shipment.reason,
-            at=order.shipment.at,
-        )
-        if order.shipment
-        else None,
+        shipment=_view_of(ShipmentView, order.shipment),
         created_at=order.created_at,
         updated_at=order.updated_at,
     )

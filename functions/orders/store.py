@@ -51,7 +51,6 @@ from relay.ddb import BusinessWrite, OnConditionFailed, deserialize_item, put, s
 from relay.entity_store import EntityStore
 from relay.envelope import Envelope
 from relay.expressions import Condition, Update
-from relay.request_keys import EntityExists
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -231,10 +230,7 @@ class OrderStore(EntityStore):
             entity_events.SEEN_ATTRIBUTE: {},
             entity_events.SCHEMA_VERSION_ATTRIBUTE: entity_events.SCHEMA_VERSION,
         }
-        item[entity_events.EVENTS_ATTRIBUTE] = [entity_events.compact(event, _held(order))]
-        self.apply_one(
-            put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=EntityExists)
-        )
+        self.create(item, event, _held(order))
 
     def transition_write(
         self,

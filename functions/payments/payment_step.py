@@ -26,12 +26,12 @@ from payments.step_rules import (
     commit_step,
     end_unsuccessfully,
     fail,
+    keep,
     plan_step,
     result_path,
     retry_later,
     runs,
     seen_first,
-    skip,
     step_event,
 )
 from payments.store import result_to_store, status_of
@@ -41,7 +41,7 @@ from payments.subscriptions import (
     PAYMENT_STATUS_CHECK_DUE,
 )
 from relay.backoff import backoff_delay
-from relay.claim_check import keep_json, load_json
+from relay.claim_check import load_json
 from relay.envelope import Envelope
 from relay.errors import (
     InvalidInput,
@@ -93,9 +93,9 @@ def process_payment(
         _reconcile(envelope, ctx, deps, operation, request, now=now)
         return
     if operation.status is Status.PENDING:
-        advanced = advance(deps, operation, Status.PAYMENT_PROCESSING, PAYMENT_STEP, now=now)
-        if advanced is None:
-            skip(envelope, operation, "payment step finished by a concurrent delivery")
+        if (
+            advanced := advance(deps, envelope, operation, Status.PAYMENT_PROCESSING, PAYMENT_STEP, now=now)
+        ) is None:
             return
         operation = advanced
 
@@ -139,13 +139,7 @@ def _payment_completed(
     deps: StepDeps, envelope: Envelope, operation: Operation, outcome: LegacyOutcome, *, now: datetime
 ) -> None:
     operation_id = operation.operation_id
-    result = keep_json(
-        result_to_store(outcome.document),
-        threshold_bytes=deps.settings.claim_check_threshold_bytes,
-        bucket=deps.bucket,
-        key=result_path(operation_id),
-        s3_client=deps.s3,
-    )
+    result = keep(deps, result_to_store(outcome.document), result_path(operation_id))
     plan = plan_step(
         deps.settings, operation, Status.PAYMENT_COMPLETED, now=now, payment_ref=outcome.payment_ref
     )

@@ -16,16 +16,16 @@ from payments.step_rules import (
     advance,
     commit_step,
     invoice_input_path,
+    keep,
     plan_step,
     runs,
-    skip,
     step_event,
 )
 from payments.store import result_of
 from payments.subscriptions import (
     INVOICE_REQUESTED,
 )
-from relay.claim_check import get_json, keep_json, load_json
+from relay.claim_check import get_json, load_json
 from relay.envelope import Envelope
 from relay.errors import (
     InvalidInput,
@@ -73,19 +73,12 @@ def post_process(
     request = load_json(operation.request, deps.s3, what="request")
 
     if operation.status is Status.PAYMENT_COMPLETED:
-        advanced = advance(deps, operation, Status.POST_PROCESSING, POST_PROCESSING_STEP, now=now)
+        advanced = advance(deps, envelope, operation, Status.POST_PROCESSING, POST_PROCESSING_STEP, now=now)
         if advanced is None:
-            skip(envelope, operation, "post-processing finished by a concurrent delivery")
             return
         operation = advanced
 
-    kept = keep_json(
-        invoice_input(operation, request, result),
-        threshold_bytes=deps.settings.claim_check_threshold_bytes,
-        bucket=deps.bucket,
-        key=invoice_input_path(operation_id),
-        s3_client=deps.s3,
-    )
+    kept = keep(deps, invoice_input(operation, request, result), invoice_input_path(operation_id))
     # A large invoice input's claim check is kept on the operation too: a re-drive of the invoice step
     # (the sweeper's InvoiceRedriveDue) names no input of its own.
     large: dict[str, Any] = {"invoice_input_ref": kept.ref} if kept.ref is not None else {}

@@ -48,7 +48,7 @@ from payments.subscriptions import (
     POST_PROCESSING_REDRIVE_DUE,
 )
 from relay import entity_events, steps
-from relay.claim_check import Kept
+from relay.claim_check import Kept, keep_json
 from relay.ddb import BusinessWrite
 from relay.envelope import ClaimCheckRef, Envelope, new_envelope
 from relay.errors import (
@@ -180,10 +180,10 @@ def skip(envelope: Envelope, operation: Operation | None, why: str) -> None:
 
 
 def advance(
-    deps: StepDeps, operation: Operation, target: Status, rule: StepRule, *, now: datetime
+    deps: StepDeps, envelope: Envelope, operation: Operation, target: Status, rule: StepRule, *, now: datetime
 ) -> Operation | None:
     """Apply one transition WITHOUT a marker (the step's work is still ahead). Returns the operation
-    as it is now, or None if another delivery already finished the step.
+    as it is now, or None (``envelope`` acknowledged) if another delivery already finished the step.
 
     A plain conditional write (``apply_one``), not a one-item transaction: half the write units. A
     retry of it after its reply was lost finds ``target`` already applied, which the rule's
@@ -202,6 +202,7 @@ def advance(
     except AlreadyApplied:
         current = deps.store.get_operation(operation.operation_id)
         if current is None or current.status in done:
+            skip(envelope, current or operation, f"{rule.step} finished by a concurrent delivery")
             return None
         return current  # a concurrent delivery moved it to ``target``: continue from there
     return applied(operation, plan)
@@ -400,6 +401,18 @@ def retry_later(
     except AlreadyApplied:
         pass  # moved on meanwhile: the retry will see where it is
     return None
+
+
+def keep(deps: StepDeps, document: Mapping[str, Any], key: str) -> Kept:
+    """A step's document (the payment result, the invoice input) inline, or above the claim-check
+    threshold in S3 under ``key`` -- fixed, so a retry after a crash writes the same bytes again."""
+    return keep_json(
+        document,
+        threshold_bytes=deps.settings.claim_check_threshold_bytes,
+        bucket=deps.bucket,
+        key=key,
+        s3_client=deps.s3,
+    )
 
 
 def result_path(operation_id: str) -> str:

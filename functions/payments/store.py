@@ -48,11 +48,10 @@ from payments.operations import (
 )
 from relay import deadlines, entity_events
 from relay.claim_check import Kept, canonical_bytes, kept_from_ref
-from relay.ddb import BusinessWrite, OnConditionFailed, put
+from relay.ddb import BusinessWrite, OnConditionFailed
 from relay.entity_store import EntityStore
 from relay.envelope import ClaimCheckRef, Envelope
 from relay.expressions import Condition, Update
-from relay.request_keys import EntityExists
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -294,10 +293,7 @@ class OperationStore(EntityStore):
         if operation.callback_url:
             item["callbackUrl"] = operation.callback_url
         item.update(_request_to_item(operation.request, item))
-        item[entity_events.EVENTS_ATTRIBUTE] = [entity_events.compact(event, _held(operation))]
-        self.apply_one(
-            put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=EntityExists)
-        )
+        self.create(item, event, _held(operation))
 
     def transition_write(
         self,

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
-from loyalty.models import ErrorResponse, FieldError, LedgerEntry, PointsAccount
+from loyalty.models import LedgerEntry, PointsAccount
 from loyalty.settings import API
 from loyalty.wiring import wiring
 from relay import api
@@ -20,12 +20,9 @@ from relay import api
 _wiring = wiring.checked(API)
 # The orders API's customer id pattern: the points belong to the customer an order names.
 _CUSTOMER_ID = r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"
-MAX_BODY_BYTES = 1024
 http = api.HttpApi(
     "Relay loyalty API",
-    model=ErrorResponse,
-    field_model=FieldError,
-    max_body_bytes=lambda: MAX_BODY_BYTES,
+    max_body_bytes=1024,
     not_done="nothing was read",
     unqualified=("query", "path"),
     strip_value_error=True,
@@ -40,11 +37,12 @@ app, errors, handler, openapi_document = http.app, http.errors, http.handler, ht
         "Each paid order accrues points once (the rule is the stage's points per unit ordered); a paid "
         "order later rejected is reversed once. A customer with no points yet has a balance of 0."
     ),
-    responses={
-        200: errors.doc("The balance and the ledger", PointsAccount),
-        400: errors.doc("Invalid customer id or limit"),
-        404: errors.doc("A customer id the router cannot match (a character outside the id's pattern)"),
-    },
+    responses=errors.read_docs(
+        "balance and the ledger",
+        PointsAccount,
+        invalid="Invalid customer id or limit",
+        unmatched="A customer id",
+    ),
     tags=["loyalty"],
 )
 def get_points(

@@ -30,10 +30,7 @@ from relay.observability import logger as relay_logger
 logger = relay_logger()
 _wiring = wiring.checked(API)
 # An order is a few hundred bytes; anything this large is not one (checked before parsing).
-MAX_BODY_BYTES = 64 * 1024
-http = api.HttpApi(
-    "Relay orders API", model=ErrorResponse, field_model=FieldError, max_body_bytes=lambda: MAX_BODY_BYTES
-)
+http = api.HttpApi("Relay orders API", model=ErrorResponse, field_model=FieldError, max_body_bytes=64 * 1024)
 app, errors, handler, openapi_document = http.app, http.errors, http.handler, http.openapi_document
 _ORDER_ID = Path(alias="orderId", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9-]+$")
 
@@ -69,28 +66,18 @@ def create_order(
         now=wired.clock(),
     )
     logger.info("order placed", extra={"order_id": placed.order.order_id, "replayed": placed.replayed})
-    return api.json_response(
-        200 if placed.replayed else 201,
-        order_view(placed.order),
-        headers={"Location": f"/orders/{placed.order.order_id}"},
-    )
+    location = {"Location": f"/orders/{placed.order.order_id}"}
+    return api.json_response(200 if placed.replayed else 201, order_view(placed.order), location)
 
 
 @app.get(
     "/orders/<orderId>",
     summary="An order and its status history",
-    responses={
-        200: errors.doc("The order", OrderView),
-        400: errors.doc("Invalid order id"),
-        404: errors.doc("No order with this id"),
-    },
+    responses=errors.read_docs("order", OrderView),
     tags=["orders"],
 )
 def get_order(order_id: Annotated[str, _ORDER_ID]) -> Response[dict[str, Any]]:
-    view = describe_order(_wiring().orders, order_id)
-    if view is None:
-        return errors.response(404, "OrderNotFound", f"no order {order_id}")
-    return api.json_response(200, view)
+    return errors.found(describe_order(_wiring().orders, order_id), "OrderNotFound", f"no order {order_id}")
 
 
 @app.post(

@@ -38,6 +38,7 @@ http = api.HttpApi(
     max_body_bytes=lambda: _wiring().settings.max_body_bytes,
 )
 app, errors, handler, openapi_document = http.app, http.errors, http.handler, http.openapi_document
+_OPERATION_ID = Path(alias="operationId", min_length=1, max_length=64)
 
 
 @app.post(
@@ -87,30 +88,21 @@ def create_payment(
         "payment request accepted",
         extra={"operation_id": accepted.operation_id, "replayed": accepted.replayed},
     )
+    location = {"Location": f"/operations/{accepted.operation_id}"}
     return api.json_response(
-        202,
-        OperationAccepted(operation_id=accepted.operation_id, status=accepted.status),
-        headers={"Location": f"/operations/{accepted.operation_id}"},
+        202, OperationAccepted(operation_id=accepted.operation_id, status=accepted.status), location
     )
 
 
 @app.get(
     "/operations/<operationId>",
     summary="Status of an operation",
-    responses={
-        200: errors.doc("The operation", OperationView),
-        400: errors.doc("Invalid operation id"),
-        404: errors.doc("No operation with this id"),
-    },
+    responses=errors.read_docs("operation", OperationView),
     tags=["operations"],
 )
-def get_operation(
-    operation_id: Annotated[str, Path(alias="operationId", min_length=1, max_length=64)],
-) -> Response[dict[str, Any]]:
+def get_operation(operation_id: Annotated[str, _OPERATION_ID]) -> Response[dict[str, Any]]:
     view = describe_operation(_wiring().store, operation_id)
-    if view is None:
-        return errors.response(404, "OperationNotFound", f"no operation {operation_id}")
-    return api.json_response(200, view)
+    return errors.found(view, "OperationNotFound", f"no operation {operation_id}")
 
 
 @app.post(
@@ -131,7 +123,7 @@ def get_operation(
     tags=["operations"],
 )
 def cancel(
-    operation_id: Annotated[str, Path(alias="operationId", min_length=1, max_length=64)],
+    operation_id: Annotated[str, _OPERATION_ID],
     request: Annotated[CancelRequest | None, Body(embed=False)] = None,
 ) -> Response[dict[str, Any]]:
     wired = _wiring()

@@ -20,7 +20,6 @@ from relay.observability import logger as relay_logger
 from scores.hours import FIRST_HOUR, HOUR, LAST_HOUR, InstantOutOfRange, hour_start, normalise_hour
 from scores.models import (
     AgentScores,
-    ErrorResponse,
     FieldError,
     ScoreSnapshotView,
     SnapshotAccepted,
@@ -35,12 +34,9 @@ logger = relay_logger()
 _wiring = wiring.checked(API)
 _AGENT_ID = r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$"
 # A snapshot request is one field (the rule passes the event's detail); anything this large is not one.
-MAX_BODY_BYTES = 16 * 1024
 http = api.HttpApi(
     "Relay scores API",
-    model=ErrorResponse,
-    field_model=FieldError,
-    max_body_bytes=lambda: MAX_BODY_BYTES,
+    max_body_bytes=16 * 1024,
     not_done="nothing was enqueued",
     unqualified=("body", "query", "path"),
     strip_value_error=True,
@@ -94,11 +90,9 @@ def request_snapshot(request: Annotated[SnapshotRequest, Body(embed=False)]) -> 
         "Oldest first; `from` and `to` (inclusive) are ISO-8601 date-times, taken to their UTC hour. "
         "A range whose `from` is after its `to` is empty."
     ),
-    responses={
-        200: errors.doc("The snapshots", AgentScores),
-        400: errors.doc("Invalid agent id or range"),
-        404: errors.doc("An agent id the router cannot match (a character outside the id's pattern)"),
-    },
+    responses=errors.read_docs(
+        "snapshots", AgentScores, invalid="Invalid agent id or range", unmatched="An agent id"
+    ),
     tags=["scores"],
 )
 def get_scores(

@@ -249,6 +249,9 @@ def test_a_stepadvance_is_one_plain_update_and_its_retry_after_a_lost_reply_carr
     from payments.wiring import wiring
 
     read = operation_in(infra, Status.PENDING, version=1)
+    cause = new_envelope(
+        "PaymentRequested", identity=[read.operation_id], ids=read.ids(), payload={}, correlation_id="c-1"
+    )
     calls: list[str] = []
     deps = wiring()
 
@@ -257,11 +260,11 @@ def test_a_stepadvance_is_one_plain_update_and_its_retry_after_a_lost_reply_carr
 
     deps.store.ddb.meta.events.register("before-call.dynamodb", count)
     try:
-        moved = advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP, now=datetime.now(UTC))
+        moved = advance(deps, cause, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP, now=datetime.now(UTC))
         assert calls == ["UpdateItem"]
         assert moved is not None and moved.status is Status.PAYMENT_PROCESSING and moved.version == 2
         # The same write again: what a retry after a lost reply sends.
-        again = advance(deps, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP, now=datetime.now(UTC))
+        again = advance(deps, cause, read, Status.PAYMENT_PROCESSING, PAYMENT_STEP, now=datetime.now(UTC))
     finally:
         deps.store.ddb.meta.events.unregister("before-call.dynamodb", count)
     assert again is not None and again.status is Status.PAYMENT_PROCESSING and again.version == 2

@@ -277,6 +277,23 @@ class ErrorAnswers:
             503: self.doc("A dependency is unavailable; retry (with the same Idempotency-Key)"),
         }
 
+    def read_docs(
+        self, what: str, model: Any, *, invalid: str = "", unmatched: str = ""
+    ) -> dict[int, OpenAPIResponse]:
+        """The answers of a route that reads one ``what``: 200 in ``model``; 400 for an invalid id (or
+        ``invalid``); 404 when there is none, or (``unmatched``: what the id is) when the router cannot
+        match an id with a pattern -- API Gateway passes the path on."""
+        missing = f"{unmatched} the router cannot match (a character outside the id's pattern)"
+        return {
+            200: self.doc(f"The {what}", model),
+            400: self.doc(invalid or f"Invalid {what} id"),
+            404: self.doc(missing if unmatched else f"No {what} with this id"),
+        }
+
+    def found(self, view: Any, error: str, message: str) -> Response[dict[str, Any]]:
+        """200 with ``view``, or 404 ``error`` when there is none."""
+        return self.response(404, error, message) if view is None else json_response(200, view)
+
     def doc(self, description: str, model: Any = None) -> OpenAPIResponse:
         """An OpenAPI response: ``description``, in ``model`` (the error model by default)."""
         return {"description": description, "content": {_JSON: {"model": model or self.model}}}
@@ -341,20 +358,33 @@ def caller(app: Any) -> str:
 
 class HttpApi:
     """One service's HTTP API: the resolver (request validation on; a path it cannot match is a 404 in
-    the error model), its error answers (``ErrorAnswers``: ``model``, ``field_model`` and ``options``),
-    its Lambda entry point (``handler``, bodies above ``max_body_bytes()`` refused) and its checked-in
+    the error model), its error answers (``ErrorAnswers``: ``model`` and ``field_model``, the kernel's
+    ``relay.api_models`` unless the API documents its own, and ``options``),
+    its Lambda entry point (``handler``, bodies above ``max_body_bytes`` refused: a number, or read
+    from the settings when called) and its checked-in
     OpenAPI document."""
 
     def __init__(
-        self, title: str, *, model: Any, field_model: Any, max_body_bytes: Callable[[], int], **options: Any
+        self,
+        title: str,
+        *,
+        max_body_bytes: int | Callable[[], int],
+        model: Any = None,
+        field_model: Any = None,
+        **options: Any,
     ) -> None:
         from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+
+        from relay import api_models
+
+        model, field_model = model or api_models.ErrorResponse, field_model or api_models.FieldError
 
         self.title = title
         self.app: APIGatewayHttpResolver = APIGatewayHttpResolver(enable_validation=True)
         answer_unmatched_paths(self.app)
         self.errors = ErrorAnswers(self.app, model=model, field_model=field_model, **options)
-        self.handler = lambda_handler(self.app, max_body_bytes=max_body_bytes)
+        limit = max_body_bytes if callable(max_body_bytes) else lambda: max_body_bytes
+        self.handler = lambda_handler(self.app, max_body_bytes=limit)
 
     def openapi_document(self) -> str:
         """The document as checked in (``functions/<service>/openapi.json``; ``make openapi``)."""

@@ -11,11 +11,14 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from relay.ddb import BusinessWrite, apply_write, apply_writes, deserialize_item, serialize_item
+from relay import entity_events
+from relay.ddb import BusinessWrite, apply_write, apply_writes, deserialize_item, put, serialize_item
 from relay.request_keys import EntityExists, RequestKeys, derived_id, same_request
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from relay.envelope import Envelope
 
 
 class EntityStore:
@@ -101,3 +104,12 @@ class EntityStore:
         """One write without a marker as a plain conditional write (``relay.ddb.apply_write``:
         half a transaction's write units; its ``on_condition_failed`` must recognise its own write)."""
         apply_write(write, ddb_client=self.ddb)
+
+    def create(self, item: dict[str, Any], event: Envelope, held: Mapping[str, str]) -> None:
+        """ONE conditional PutItem of a new entity with its first event inside it (published from the
+        stream; without the ids in ``held``, which the item holds). Raises ``EntityExists`` with the
+        stored entity when its id is taken."""
+        item[entity_events.EVENTS_ATTRIBUTE] = [entity_events.compact(event, held)]
+        self.apply_one(
+            put(self.table_name, item, "attribute_not_exists(pk)", on_condition_failed=EntityExists)
+        )
