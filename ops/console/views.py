@@ -156,9 +156,9 @@ def iam(app: App) -> dict[str, Any]:
 
 
 def meter(app: App, operations_so_far: int | None = None) -> dict[str, Any]:
-    """Every AWS request the emulator served so far, priced with ``bench/prices.json`` by the rule
-    ``make cost`` uses (``bench.pricing.billed_as``), and that total per payment operation accepted.
-    Lambda duration and logs are not in it (the meter counts requests)."""
+    """Every AWS request the app made so far (its functions and the glue acting for them), priced with
+    ``bench/prices.json`` by the rule ``make cost`` uses (``bench.pricing.billed_as``), and that total
+    per payment operation accepted. Lambda duration and logs are not in it (the meter counts requests)."""
     from bench.pricing import billed_as, price
     from emulator.request_meter import PATH
 
@@ -167,6 +167,10 @@ def meter(app: App, operations_so_far: int | None = None) -> dict[str, Any]:
         rows: list[dict[str, Any]] = json.loads(answer.read())
     lines: dict[str, dict[str, float]] = {}
     for row in rows:
+        if row["caller"] == "other":
+            # Not the app's: provisioning, the demo's driver, ops and this console's own reads (make cost
+            # leaves them out the same way).
+            continue
         billed = float(row.get("billed", 0)) - float(row.get("empty", 0))  # idle polling is not per operation
         line, key = billed_as(str(row["service"]), str(row["action"]), str(row["caller"]))
         entry = lines.setdefault(line, {"requests": 0.0, "usd": 0.0})
@@ -184,7 +188,9 @@ def meter(app: App, operations_so_far: int | None = None) -> dict[str, Any]:
         "lines": sorted(
             ({"line": k, **v} for k, v in lines.items()), key=lambda e: (-e["usd"], -e["requests"])
         ),
-        "note": "requests priced at list prices (bench/prices.json); Lambda duration and logs not included",
+        "note": "the app's requests (its functions' and the managed glue's) priced at list prices "
+        "(bench/prices.json); provisioning, ops and this console's reads, Lambda duration and logs "
+        "are not in it",
     }
 
 

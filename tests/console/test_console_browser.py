@@ -8,6 +8,7 @@ import json
 import re
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,8 @@ def park_a_payment(sb: Sandbox) -> tuple[str, str, str, bytes]:
     return operation_id, bucket, key, original
 
 
-def shot(page: Any, folder: Path, name: str) -> None:
-    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+def shot(page: Any, folder: Path, name: str, *, full_page: bool = True) -> None:
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=full_page)
 
 
 def test_a_parked_payment_is_found_seen_and_redriven_from_the_page(
@@ -89,7 +90,10 @@ def test_a_parked_payment_is_found_seen_and_redriven_from_the_page(
     row.locator("a").click()
     expect(page.locator("#operation-id")).to_have_text(operation_id)
     expect(page.locator("#timeline li").first).to_contain_text("accepted (202)")
-    expect(page.locator("#timeline")).to_contain_text("payment STARTED")
+    # The step history decoded (the item keeps "payment STARTED <base-36 ms>"): state and ISO time.
+    expect(page.locator("#timeline li", has_text="payment STARTED")).to_contain_text(
+        re.compile(r"20\d\d-\d\d-\d\d ")
+    )
     expect(page.locator("#timeline li.parked")).to_contain_text(PARKED_REASON)
     expect(page.locator("#operation-parked .error-class")).to_have_text(PARKED_REASON)
     expect(page.locator("#operation-parked")).to_contain_text("PARKED")
@@ -147,6 +151,39 @@ def test_a_parked_payment_is_found_seen_and_redriven_from_the_page(
     shot(page, screenshots, "operation-completed")
 
 
+def test_a_redrive_is_aborted_from_the_page_while_its_first_batch_is_verified(
+    sandbox: Sandbox, console: Console, page: Any, audit_file: Path
+) -> None:
+    drain(sandbox, DLQ)
+    operation_id, bucket, key, original = park_a_payment(sandbox)
+    client("s3", sandbox.endpoint).put_object(Bucket=bucket, Key=key, Body=original)
+    audited_before = audit_file.read_text().count("\n") if audit_file.exists() else 0
+    # The partner down again: the moved message waits on its retries, so the verification waits too.
+    sandbox.legacy.set_knobs(outage=True)
+    try:
+        page.goto(f"{console.url}#/dlq/{DLQ}")
+        page.fill("#redrive-reason", "abort drill")
+        page.click("#redrive-dry-run")
+        expect(page.locator("#dry-run-result")).to_contain_text("1 message(s) would move")
+        page.check("#redrive-confirm-check")
+        page.click("#redrive-start")
+        expect(page.locator("#redrive-log")).to_contain_text("verifying: waiting")
+        expect(page.locator("#redrive-abort")).to_be_enabled()
+        page.click("#redrive-abort")
+        expect(page.locator("#redrive-state")).to_have_text("stopped", timeout=30_000)
+    finally:
+        sandbox.legacy.set_knobs(outage=False)
+    records = [json.loads(line) for line in audit_file.read_text().splitlines()[audited_before:]]
+    assert [(r["dryRun"], r["outcome"]) for r in records] == [(True, "dry-run"), (False, "interrupted")]
+    # What was moved before the abort is in its queue, not lost: it completes once the partner is back.
+    wait_for(
+        "the operation completes",
+        lambda: api.get(sandbox, f"/operations/{operation_id}").json()["status"] == "COMPLETED",
+        timeout=90,
+    )
+    assert sandbox.legacy.charges_by_operation()[operation_id] == 1
+
+
 def test_a_read_only_console_shows_the_dlq_and_offers_no_redrive(
     sandbox: Sandbox, read_only_console: Console, page: Any
 ) -> None:
@@ -186,9 +223,11 @@ def test_the_iam_meter_and_chart_pages_draw_what_the_sandbox_measured(
     # A poison message parked, so the DLQ's depth is above zero for as long as the test needs: a sample
     # (the console takes one a second here) sees it.
     sqs = client("sqs", sandbox.endpoint)
+    sent = datetime.now(UTC).isoformat(timespec="seconds")
     sqs.send_message(QueueUrl=queue_url(sandbox, "payments-payment-requests"), MessageBody="{not json")
     wait_for(
-        "a sample with the DLQ's depth", lambda: any(p["depths"].get(DLQ) for p in console.history.points())
+        "a sample, taken after the send, with the DLQ's depth",
+        lambda: any(p["depths"].get(DLQ) for p in console.history.points() if p["at"] > sent),
     )
     wait_for(
         "a sample with the payment COMPLETED", lambda: console.history.points()[-1]["states"].get("COMPLETED")
@@ -197,13 +236,14 @@ def test_the_iam_meter_and_chart_pages_draw_what_the_sandbox_measured(
     page.goto(f"{console.url}#/iam")
     expect(page.locator("#iam-summary")).to_contain_text("grants never used")
     expect(page.locator("#iam-table tbody tr", has_text="payments-PaymentWorker")).not_to_have_count(0)
-    shot(page, screenshots, "iam")
+    shot(page, screenshots, "iam", full_page=False)  # the first screen: the whole report is long
 
     page.goto(f"{console.url}#/meter")
     summary = page.locator("#meter-summary")
     expect(summary).to_contain_text("per operation")
     assert re.search(r"per operation\s*\$\d", summary.inner_text())
     expect(page.locator("#meter-table tbody tr", has_text="DynamoDB")).not_to_have_count(0)
+    expect(page.locator("#meter-table tbody tr", has_text="CreateQueue")).to_have_count(0)  # provisioning
     shot(page, screenshots, "meter")
 
     page.goto(f"{console.url}#/charts")

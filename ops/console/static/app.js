@@ -256,7 +256,7 @@ async function iamPage() {
   } catch (error) { main().append(showError(error)); }
 }
 
-const usd = (x) => (x === null || x === undefined ? "-" : `$${x < 0.01 ? x.toExponential(3) : x.toFixed(4)}`);
+const usd = (x) => (x === null || x === undefined ? "-" : `$${x >= 0.01 || x === 0 ? x.toFixed(4) : x.toPrecision(3)}`);
 
 async function meterPage() {
   main().replaceChildren(el("h1", {}, "Request meter"), el("p", { class: "muted" }, "Loading…"));
