@@ -683,6 +683,14 @@ def read_declared(cdk_out: Path, prefix: str) -> Declared:
             return Physical(ref=name, attrs={"Arn": arn, "StreamArn": f"{arn}/stream/declared"})
         if kind == "AWS::Events::Rule":
             name = named("Name")
+            # A rule on a custom bus: CloudFormation's Ref is "<bus>|<rule>" and its ARN
+            # ".../rule/<bus>/<rule>" (the alarms on its metrics split the Ref to get the rule's name).
+            bus = props.get("EventBusName")
+            if isinstance(bus, Mapping) and isinstance(bus.get("Fn::ImportValue"), str):
+                bus = exports.get(bus["Fn::ImportValue"])
+            if isinstance(bus, str) and bus not in ("", "default"):
+                arn = f"arn:aws:events:{REGION}:{ACCOUNT_ID}:rule/{bus}/{name}"
+                return Physical(ref=f"{bus}|{name}", attrs={"Arn": arn})
             return Physical(ref=name, attrs={"Arn": f"arn:aws:events:{REGION}:{ACCOUNT_ID}:rule/{name}"})
         name = f"{stack}-{logical}"
         service = kind.split("::")[1].lower() if kind.count("::") == 2 else "unknown"
