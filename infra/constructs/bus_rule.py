@@ -67,10 +67,12 @@ class BusRule(Construct):
             settings=queues,
             removal_policy=removal_policy,
         )
+        self.event_bus = event_bus
+        self.rule_name = naming(name)
         self.rule = events.Rule(
             self,
             "Rule",
-            rule_name=naming(name),
+            rule_name=self.rule_name,
             event_bus=event_bus,
             description=description,
             # Replaced below by the pattern as given; CDK needs one to synthesize the rule.

@@ -104,7 +104,8 @@ class ServiceMonitoring(Construct):
         for call in scheduled_calls:
             self._watch_dead_letter_queues(call.dead_letter_queues)
             self._watch_rule(
-                call.rule,
+                call.rule_name,
+                call.event_bus,
                 label=call.name,
                 failed=f"{call.name}: the API destination call failed after all retries; the events are in "
                 f"its DLQ: `python -m ops dlq sample {call.name}-target-dlq`.",
@@ -115,7 +116,8 @@ class ServiceMonitoring(Construct):
         for bus_rule in bus_rules:
             self._watch_dead_letter_queues(bus_rule.dead_letter_queues)
             self._watch_rule(
-                bus_rule.rule,
+                bus_rule.rule_name,
+                bus_rule.event_bus,
                 label=bus_rule.name,
                 failed=f"{bus_rule.name}: EventBridge could not deliver events to the {bus_rule.queue.name} "
                 f"queue after all retries (its queue policy, or the queue is gone); they are in `python -m "
@@ -202,8 +204,12 @@ class ServiceMonitoring(Construct):
             cw.GraphWidget(title=f"{label} errors / p99 duration", left=[errors], right=[duration], width=8)
         )
 
-    def _watch_rule(self, rule: events.IRule, *, label: str, failed: str, to_dlq: str) -> None:
-        dims = {"RuleName": rule.rule_name}
+    def _watch_rule(
+        self, rule_name: str, bus: events.IEventBus, *, label: str, failed: str, to_dlq: str
+    ) -> None:
+        # EventBridge reports a custom bus's rule under EventBusName + RuleName, the plain name. Not the
+        # rule's Ref (CDK's ``rule.rule_name``): on a custom bus that is "bus|name", which no metric carries.
+        dims = {"EventBusName": bus.event_bus_name, "RuleName": rule_name}
         failed_metric = cw.Metric(
             namespace="AWS/Events",
             metric_name="FailedInvocations",

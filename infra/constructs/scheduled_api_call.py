@@ -115,9 +115,13 @@ class ScheduledApiCall(Construct):
             rate_limit_per_second=rate_limit_per_second,
         )
         self.target_dlq = dlq("TargetDlq", f"{name}-target-dlq")
+        self.event_bus = event_bus
+        # Named, so that its alarms can name it as EventBridge's metrics do (the plain rule name).
+        self.rule_name = naming(name)
         self.rule = events.Rule(
             self,
             "Rule",
+            rule_name=self.rule_name,
             event_bus=event_bus,
             event_pattern=events.EventPattern(source=[event_source], detail_type=[detail_type]),
             targets=[

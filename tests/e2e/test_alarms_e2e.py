@@ -132,3 +132,25 @@ def test_a_parked_message_sets_off_the_dlq_alarm_and_the_redrive_brings_it_back_
     assert note["OldStateValue"] == "ALARM"
     assert sandbox.alarms is not None and sandbox.alarms.evaluator.failed_actions == []
     client("sqs", sandbox.endpoint).delete_queue(QueueUrl=inbox)
+
+
+def test_every_rule_alarm_watches_a_rule_that_exists_under_eventbridges_own_dimensions(
+    sandbox: Sandbox,
+) -> None:
+    # EventBridge reports a custom bus's rule under EventBusName + the rule's plain name; the rule's
+    # CloudFormation Ref is "bus|name", which no metric carries (infra.constructs.monitoring._watch_rule).
+    events = client("events", sandbox.endpoint)
+    rule_alarms = [
+        a
+        for a in client("cloudwatch", sandbox.endpoint).describe_alarms(AlarmTypes=["MetricAlarm"])[
+            "MetricAlarms"
+        ]
+        if a.get("Namespace") == "AWS/Events"
+    ]
+    assert len(rule_alarms) >= 6  # FailedInvocations and InvocationsSentToDlq of each of 3 rules
+    for alarm in rule_alarms:
+        dims = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+        assert set(dims) == {"EventBusName", "RuleName"}, alarm["AlarmName"]
+        assert "|" not in dims["RuleName"], alarm["AlarmName"]
+        rules = events.list_rules(EventBusName=dims["EventBusName"])["Rules"]
+        assert dims["RuleName"] in {r["Name"] for r in rules}, alarm["AlarmName"]

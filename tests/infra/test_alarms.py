@@ -42,9 +42,12 @@ def test_every_consumer_alarms_on_errors(synthesized):
 
 
 def test_api_destination_rule_alarms_on_failures_and_dlq(synthesized):
+    # by the rule's plain name, as EventBridge reports it on a custom bus (its Ref there is "bus|name")
     rule_id = synthesized.logical_id("Hourly/Rule/Resource")
-    assert _alarms_on(synthesized, "FailedInvocations", {"Ref": rule_id})
-    assert _alarms_on(synthesized, "InvocationsSentToDlq", {"Ref": rule_id})
+    name = synthesized.resources("AWS::Events::Rule")[rule_id]["Properties"]["Name"]
+    for metric in ("FailedInvocations", "InvocationsSentToDlq"):
+        (alarm,) = _alarms_on(synthesized, metric, name)
+        assert {d["Name"] for d in alarm["Dimensions"]} == {"EventBusName", "RuleName"}
 
 
 def test_every_alarm_notifies_the_alarm_topic(synthesized):

@@ -102,7 +102,10 @@ def test_every_bus_rule_alarms_on_failed_invocations_dlq_deliveries_and_its_targ
     on_rule = {
         a["MetricName"]
         for a in alarms
-        if {"Name": "RuleName", "Value": {"Ref": rule_id}} in a.get("Dimensions", [])
+        # a custom bus's rule, as EventBridge reports it: its bus and its plain name (the Ref is "bus|name")
+        if {"Name": "RuleName", "Value": template["Resources"][rule_id]["Properties"]["Name"]}
+        in a.get("Dimensions", [])
+        and any(d["Name"] == "EventBusName" for d in a["Dimensions"])
     }
     on_dlq = [
         a
