@@ -8,6 +8,7 @@ Routes (GET unless said):
 * ``/api/operations?q=&limit=``, ``/api/operations/<id>``; ``/api/orders?q=``, ``/api/orders/<id>``;
 * ``/api/queues``: every queue and DLQ (``ops status``) with each DLQ's parked messages from the ledger;
   ``/api/queues/<dlq>/parked``;
+* ``/api/alarms``: every alarm with its state and runbook commands (``ops status``);
 * ``/api/iam``, ``/api/meter``: the sandbox's IAM report and request meter;
 * ``/api/charts``: the samples taken while the console runs and the latency distribution;
 * POST ``/api/redrive/dry-run``, POST ``/api/redrive``, ``/api/redrive/jobs/<id>``,
@@ -201,6 +202,8 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, views.queues(app)
             case ["queues", name, "parked"] if get:
                 return 200, views.parked(app, _id(name, "DLQ name"))
+            case ["alarms"] if get:
+                return 200, views.alarms(app)
             case ["iam"] if get:
                 return 200, views.iam(app)
             case ["meter"] if get:
@@ -264,6 +267,7 @@ _ROUTES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("orders", "*"), ("GET",)),
     (("queues",), ("GET",)),
     (("queues", "*", "parked"), ("GET",)),
+    (("alarms",), ("GET",)),
     (("iam",), ("GET",)),
     (("meter",), ("GET",)),
     (("charts",), ("GET",)),

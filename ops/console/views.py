@@ -76,6 +76,18 @@ def queues(app: App) -> dict[str, Any]:
     return document
 
 
+def alarms(app: App) -> dict[str, Any]:
+    """Every alarm of the stage with its state and the runbook commands its description names, those in
+    ALARM first: what ``ops status`` lists (``ops.status.take_snapshot``)."""
+    document = take_snapshot(app).to_json()
+    return {
+        "alarms": document.get("alarms", []),
+        "runbook": document.get("runbook"),
+        "declaredOnly": document.get("alarmsDeclaredOnly", 0),
+        "takenAt": document["takenAt"],
+    }
+
+
 def parked(app: App, dlq_name: str) -> dict[str, Any]:
     """One DLQ: its depth and the ledger's entries of the queues that park into it."""
     try:

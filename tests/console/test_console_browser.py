@@ -19,6 +19,7 @@ from emulator.server import client
 from local.sandbox import Sandbox
 from ops.console.server import Console
 from tests.e2e import api
+from tests.e2e.test_alarms_e2e import PERIOD, dlq_alarm
 from tests.e2e.test_payments_e2e import payment, queue_url
 
 pytestmark = pytest.mark.e2e
@@ -77,7 +78,10 @@ def test_a_parked_payment_is_found_seen_and_redriven_from_the_page(
     sandbox: Sandbox, console: Console, page: Any, screenshots: Path, audit_file: Path
 ) -> None:
     drain(sandbox, DLQ)
+    alarm = dlq_alarm(sandbox)["AlarmName"]
+    sandbox.evaluate_alarms(advance=PERIOD + 1)  # a whole period of an empty DLQ: OK
     operation_id, bucket, key, original = park_a_payment(sandbox)
+    sandbox.evaluate_alarms()
     audited_before = audit_file.read_text().count("\n") if audit_file.exists() else 0
 
     # Find the operation by its id, open its timeline.
@@ -99,6 +103,14 @@ def test_a_parked_payment_is_found_seen_and_redriven_from_the_page(
     expect(page.locator("#operation-parked")).to_contain_text("PARKED")
     expect(page.locator("#partner-calls")).to_contain_text("legacy payment")
     shot(page, screenshots, "operation-parked")
+
+    # The DLQ's alarm in ALARM, with the runbook commands its description names.
+    page.click('a[data-nav="alarms"]')
+    alarm_row = page.locator(f'#alarms-table tr[data-alarm="{alarm}"]')
+    expect(alarm_row.locator(".alarm-state")).to_have_text("ALARM")
+    expect(alarm_row.locator(".runbook")).to_contain_text("python -m ops dlq")
+    expect(page.locator("#alarms-table tbody tr").first).to_have_attribute("data-state", "ALARM")
+    shot(page, screenshots, "alarms")
 
     # The DLQ on the queues page, and its parked message with the reason, read from the ledger.
     page.click('a[data-nav="queues"]')
@@ -149,6 +161,10 @@ def test_a_parked_payment_is_found_seen_and_redriven_from_the_page(
     expect(page.locator("#operation-parked")).to_contain_text("REDRIVEN")
     expect(page.locator("#operation-parked")).to_contain_text("claim check restored")
     shot(page, screenshots, "operation-completed")
+
+    sandbox.evaluate_alarms(advance=PERIOD + 1)  # the period that saw the parked message is over
+    page.goto(f"{console.url}#/alarms")
+    expect(page.locator(f'#alarms-table tr[data-alarm="{alarm}"] .alarm-state')).to_have_text("OK")
 
 
 def test_a_redrive_is_aborted_from_the_page_while_its_first_batch_is_verified(

@@ -242,6 +242,24 @@ function redrivePanel(d) {
     out);
 }
 
+// -- alarms ---------------------------------------------------------------------------------------------
+
+async function alarmsPage() {
+  main().replaceChildren(el("h1", {}, "Alarms"), el("p", { class: "muted" }, "Loading…"));
+  try {
+    const a = await api("/api/alarms");
+    const stateClass = (s) => (s === "ALARM" ? "bad" : s === "OK" ? "ok" : "warn");
+    main().replaceChildren(el("h1", {}, "Alarms"),
+      el("p", { class: "muted" }, `${a.alarms.length} alarm(s), those in ALARM first, as python -m ops status lists them — taken ${when(a.takenAt)}. Each description is its runbook entry; more in `, el("code", {}, a.runbook || "docs/ops.md"), "."),
+      a.declaredOnly ? el("div", { class: "note" }, `${a.declaredOnly} alarm(s) declared in cdk.out only: this emulator holds none, so none can fire.`) : null,
+      table(["state", "alarm", "since", "runbook", "description"], a.alarms.map((x) => el("tr", { "data-alarm": x.name, "data-state": x.state || "" },
+        el("td", { class: "alarm-state" }, el("span", { class: `badge ${stateClass(x.state)}` }, x.state || "n/a")),
+        el("td", { class: "mono" }, short(x.name)), el("td", {}, when(x.since)),
+        el("td", { class: "mono runbook" }, (x.runbook || []).map((c) => el("div", {}, c))),
+        el("td", { class: "muted" }, x.description || x.reason || "-"))), { id: "alarms-table" }));
+  } catch (error) { main().append(showError(error)); }
+}
+
 // -- IAM, meter ----------------------------------------------------------------------------------------
 
 async function iamPage() {
@@ -344,6 +362,7 @@ function route() {
     case "order": return orderPage(parts[1]);
     case "queues": return queuesPage();
     case "dlq": return dlqPage(parts[1]);
+    case "alarms": return alarmsPage();
     case "iam": return iamPage();
     case "meter": return meterPage();
     case "charts": return chartsPage();
