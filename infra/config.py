@@ -24,6 +24,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Keys a release renamed: a stage that still sets one fails synth naming the new key.
+RENAMED = {"legacy_request_keys": "request_key_items"}
+
+
+def _refuse_renamed(values: Any) -> Any:
+    if isinstance(values, dict):
+        for old, new in RENAMED.items():
+            if old in values:
+                raise ValueError(f"{old} was renamed {new}: set {new} instead (same meaning)")
+    return values
+
+
 class QueueSettings(_Strict):
     """`queues`: every reliable queue and dead-letter queue. Defaults and reasons: `defaults.QUEUES`."""
 
@@ -128,7 +140,9 @@ class PaymentsConfig(_Strict):
     # A stage upgraded from the layout with request-key items: the API looks a key up there first, so a
     # retry of a request accepted before the upgrade is answered, not accepted twice. Turn it off once
     # request_key_ttl_days (the longest TTL) have passed since the upgrade.
-    legacy_request_keys: bool = False
+    request_key_items: bool = False
+
+    _renamed = model_validator(mode="before")(_refuse_renamed)
     terminal_ttl_days: int = Field(default=30, ge=1)
     failed_ttl_days: int = Field(default=90, ge=1)
     # The deadline index's shards (relay.deadlines): each is one index partition (1,000 WU/s) and every
@@ -219,7 +233,9 @@ class OrdersConfig(_Strict):
     analytics_retention_days: int = Field(default=400, ge=1)
     # A stage upgraded from the layout with request-key items (before one write per step): the API
     # looks a key up there first. Turn it off 7 days (their TTL) after the upgrade.
-    legacy_request_keys: bool = False
+    request_key_items: bool = False
+
+    _renamed = model_validator(mode="before")(_refuse_renamed)
 
     @field_validator("notify_webhook_url", "shipping_api_url")
     @classmethod

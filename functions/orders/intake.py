@@ -115,11 +115,11 @@ def place_order(
     correlation_id: str,
     store: OrderStore,
     caller: str = "anonymous",
-    legacy_request_keys: bool = False,
+    request_key_items: bool = False,
     now: datetime,
 ) -> Placed:
     sha256 = request_sha256(request.to_document())
-    if idempotency_key is not None and legacy_request_keys:
+    if idempotency_key is not None and request_key_items:
         bound = store.request_keys.replayed(idempotency_key, sha256)
         if bound is not None:
             found = store.get_order(bound.entity_id)

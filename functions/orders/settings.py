@@ -28,7 +28,7 @@ class Settings(OutboxSettings):
     shipping_api_url: str | None = None
     # A stage upgraded from the layout with request-key items: the API looks a key up there first, so a
     # retry of an order placed before the upgrade is answered, not placed twice.
-    legacy_request_keys: bool = False
+    request_key_items: bool = False
 
     @field_validator("notify_webhook_url")
     @classmethod
@@ -43,7 +43,7 @@ class Settings(OutboxSettings):
 
 # What each function needs (the stack sets exactly these; the function checks them at cold start).
 API = FunctionEnvironment(
-    Settings, "api", required=("orders_table", "idempotency_table"), optional=("legacy_request_keys",)
+    Settings, "api", required=("orders_table", "idempotency_table"), optional=("request_key_items",)
 )
 OUTBOX_PUBLISHER = FunctionEnvironment(
     Settings, "outbox-publisher", required=("orders_table", "events_topic_arn", "event_bus_name")

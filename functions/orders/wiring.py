@@ -22,7 +22,7 @@ class Wiring(ServiceWiring[Settings]):
     def orders(self) -> OrderStore:
         return OrderStore(
             orders_table=self.settings.require("orders_table"),
-            # The API's (legacy_request_keys); the consumers' steps write no markers.
+            # The API's (request_key_items); the consumers' steps write no markers.
             idempotency_table=self.settings.idempotency_table,
             ddb_client=self.ddb,
         )

@@ -54,14 +54,14 @@ def accept_payment(
     bucket: str,
     caller: str = "anonymous",
     claim_check_threshold_bytes: int = DEFAULT_THRESHOLD_BYTES,
-    legacy_request_keys: bool = False,
+    request_key_items: bool = False,
     deadline_seconds: int = 900,
     now: datetime,
 ) -> Accepted:
     document = request.to_document()
     # The same canonical text a claim check would store, so this is also its sha256.
     sha256 = request_sha256(document)
-    if idempotency_key is not None and legacy_request_keys:
+    if idempotency_key is not None and request_key_items:
         bound = store.request_keys.replayed(idempotency_key, sha256)
         if bound is not None:
             found = store.get_operation(bound.entity_id)

@@ -37,7 +37,7 @@ class Settings(OutboxSettings):
     # Upgrading a stage that accepted payments with Idempotency-Keys before the one-write layout: its
     # request-key items (kept request_key_ttl_days) are looked up before accepting, so a client's
     # retry of a request accepted then is answered, not accepted twice. Turn off once they expired.
-    legacy_request_keys: bool = False
+    request_key_items: bool = False
     terminal_ttl_days: int = Field(30, gt=0)
     failed_ttl_days: int = Field(90, gt=0)
     # The deadline index's shard count (``relay.deadlines``): what writers hash into. While a stage moves
@@ -135,7 +135,7 @@ API = FunctionEnvironment(
         "silence_seconds",
         "callback_allow_loopback_http",
         "claim_check_threshold_bytes",
-        "legacy_request_keys",
+        "request_key_items",
     ),
 )
 OUTBOX_PUBLISHER = FunctionEnvironment(

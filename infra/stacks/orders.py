@@ -154,12 +154,12 @@ class OrdersStack(RelayStack):
             environment=env.API.environment(
                 orders_table=orders.table_name,
                 idempotency_table=idempotency.table_name,
-                legacy_request_keys=settings.legacy_request_keys,
+                request_key_items=settings.request_key_items,
             ),
             description="POST /orders, GET /orders/{orderId}, POST /orders/{orderId}/cancel",
         )
         orders.grant_read_write_data(api_fn.function)
-        # Client Idempotency-Keys bound before the one-write layout: read only (legacy_request_keys).
+        # Client Idempotency-Keys bound before the one-write layout: read only (request_key_items).
         idempotency.grant(api_fn.function, "dynamodb:GetItem")
         self.http = self.http_api(
             api_fn,

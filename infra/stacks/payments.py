@@ -146,7 +146,7 @@ class PaymentsStack(RelayStack):
                 silence_seconds=lifecycle.silence_seconds,
                 callback_allow_loopback_http=settings.callback_allow_loopback_http,
                 claim_check_threshold_bytes=settings.claim_check_threshold_bytes,
-                legacy_request_keys=settings.legacy_request_keys,
+                request_key_items=settings.request_key_items,
             ),
             description="POST /payments (202 + operationId), GET /operations/{operationId}, POST …/cancel",
         )

@@ -31,6 +31,14 @@ def test_unknown_key_is_refused_as_a_typo():
         parse_stage_config("dev", {}, {"dev": {"consumers": {"batchsize": 5}}})
 
 
+@pytest.mark.parametrize("service", ["payments", "orders"])
+def test_a_renamed_key_is_refused_naming_the_new_one(service):
+    with pytest.raises(ConfigError, match="legacy_request_keys was renamed request_key_items"):
+        parse_stage_config("dev", {}, {"dev": {service: {"legacy_request_keys": True}}})
+    config = parse_stage_config("dev", {}, {"dev": {service: {"request_key_items": True}}})
+    assert getattr(config, service).request_key_items is True
+
+
 def test_big_batches_need_a_batching_window():
     with pytest.raises(ConfigError, match="batch_size > 10 requires batching_window_seconds >= 1"):
         parse_stage_config(

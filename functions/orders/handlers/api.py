@@ -62,7 +62,7 @@ def create_order(
         correlation_id=api.correlation_id(app),
         store=wired.orders,
         caller=api.caller(app),
-        legacy_request_keys=wired.settings.legacy_request_keys,
+        request_key_items=wired.settings.request_key_items,
         now=wired.clock(),
     )
     logger.info("order placed", extra={"order_id": placed.order.order_id, "replayed": placed.replayed})

@@ -80,7 +80,7 @@ def create_payment(
         bucket=wired.bucket,
         caller=api.caller(app),
         claim_check_threshold_bytes=wired.settings.claim_check_threshold_bytes,
-        legacy_request_keys=wired.settings.legacy_request_keys,
+        request_key_items=wired.settings.request_key_items,
         deadline_seconds=wired.settings.silence_seconds,
         now=wired.clock(),
     )

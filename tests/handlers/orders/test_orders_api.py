@@ -283,7 +283,7 @@ def test_a_key_bound_before_the_one_write_layout_is_answered_when_the_stage_says
             "requestSha256": {"S": request_sha256(order_request())},
         },
     )
-    monkeypatch.setenv("LEGACY_REQUEST_KEYS", "true")
+    monkeypatch.setenv("REQUEST_KEY_ITEMS", "true")
     reset_all()
 
     retry = post_order(order_request(), idempotency_key="old-key")

@@ -426,14 +426,14 @@ def test_concurrent_request_with_the_same_key_is_answered_as_the_winners_replay(
 def test_a_key_bound_before_the_one_write_layout_is_still_answered_while_the_stage_looks_for_them(
     infra: Infrastructure, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Upgrading a stage: request-key items of the layout before (``LEGACY_REQUEST_KEYS``) answer a
+    """Upgrading a stage: request-key items of the layout before (``REQUEST_KEY_ITEMS``) answer a
     client's retry with the operation they bound, and a different body is still a 422."""
     from payments.wiring import wiring
 
     from relay.request_keys import request_sha256
     from relay.wiring import reset_all
 
-    monkeypatch.setenv("LEGACY_REQUEST_KEYS", "true")
+    monkeypatch.setenv("REQUEST_KEY_ITEMS", "true")
     reset_all()
     request = payment_request()
     operation_id = accepted_operation(request)  # stands for one accepted before the upgrade

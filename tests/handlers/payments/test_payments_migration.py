@@ -162,7 +162,7 @@ def test_a_retry_of_a_request_keyed_before_the_migration_is_answered_with_the_mi
             s3_client=wired.s3,
             bucket=BUCKET,
             caller=CALLER,
-            legacy_request_keys=True,
+            request_key_items=True,
             now=wired.clock(),
         )
 
@@ -178,7 +178,7 @@ def test_a_retry_of_a_request_keyed_before_the_migration_is_answered_with_the_mi
     assert (table(infra, OPERATIONS_TABLE), table(infra, IDEMPOTENCY_TABLE), infra.s3_keys()) == before
 
     # The same through the API, with the stage's setting read from the function's environment.
-    monkeypatch.setenv("LEGACY_REQUEST_KEYS", "true")
+    monkeypatch.setenv("REQUEST_KEY_ITEMS", "true")
     from relay.wiring import reset_all
 
     reset_all()
