@@ -26,7 +26,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -279,17 +279,38 @@ class ReplayRefused(Refused):
     """A replay that could do harm, or cannot do anything."""
 
 
-def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> dict[str, Any]:
-    """Re-drive the operation's current step (``payments.sweeper.redrive``); returns the audit record."""
+@dataclass(frozen=True)
+class ReplayPlan:
+    """What a replay would re-drive, checked: the operation as read, the store and the stage's shards."""
+
+    operation: Any  # payments.operations.Operation
+    store: Any  # payments.store.OperationStore
+    shards: int
+    now: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        operation = self.operation
+        return {
+            "operationId": operation.operation_id,
+            "status": str(operation.status),
+            "version": operation.version,
+            "nextAttemptAt": operation.next_attempt_at,
+            "attempts": operation.attempts,
+            "redrives": operation.redrives,
+            "lastError": operation.last_error,
+            "would": f"re-drive the current step of {operation.status} through the outbox, with the "
+            "sweeper's own code and the same idempotency keys (no second charge or invoice)",
+        }
+
+
+def plan_replay(app: App, operation_id: str, *, force: bool = False) -> ReplayPlan:
+    """Everything a replay checks before it writes, without writing: raises ``ReplayRefused`` for an
+    unknown or terminal operation, and one whose next attempt is scheduled (unless ``force``). A replay's
+    dry run (the console's) is this."""
     from payments.operations import MEANING
     from payments.settings import Settings
     from payments.store import OperationStore
-    from payments.sweeper import redrive
 
-    from relay.envelope import new_envelope
-
-    if not reason.strip():
-        raise ReplayRefused("a replay needs --reason (the root cause you fixed)")
     # The stage's deadline shard count, as its sweeper has it: a re-drive writes the index entry.
     sweeper = next((f for f in app.functions() if "DEADLINE_SHARDS" in f.environment), None)
     shards = int(sweeper.environment["DEADLINE_SHARDS"]) if sweeper else Settings().deadline_shards
@@ -315,6 +336,23 @@ def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> 
             f"operation {operation_id} has its next attempt scheduled at {due}: it is not stranded. "
             "Wait for it, or pass --force (harmless: the step is idempotent, but it adds a delivery)."
         )
+    return ReplayPlan(operation, store, shards, now)
+
+
+def replay(
+    app: App, operation_id: str, *, reason: str, force: bool = False, audit_file: Path | None = None
+) -> dict[str, Any]:
+    """Re-drive the operation's current step (``payments.sweeper.redrive``); returns the audit record,
+    appended to ``audit_file`` (default ``AUDIT_FILE``)."""
+    from payments.settings import Settings
+    from payments.sweeper import redrive
+
+    from relay.envelope import new_envelope
+
+    if not reason.strip():
+        raise ReplayRefused("a replay needs --reason (the root cause you fixed)")
+    plan = plan_replay(app, operation_id, force=force)
+    operation, store, now = plan.operation, plan.store, plan.now
     who = _caller(app)
     cause = new_envelope(
         "OperatorReplay",
@@ -323,7 +361,7 @@ def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> 
         payload={"reason": reason, "by": who},
         correlation_id=operation.correlation_id,
     )
-    deps = _Deps(Settings(operations_table=store.table_name, deadline_shards=shards), store, now)
+    deps = _Deps(Settings(operations_table=store.table_name, deadline_shards=plan.shards), store, now)
     moved = redrive(deps, cause, operation, now)
     record = {
         "at": now.isoformat().replace("+00:00", "Z"),
@@ -334,7 +372,7 @@ def replay(app: App, operation_id: str, *, reason: str, force: bool = False) -> 
         "replayed": moved,
         "note": None if moved else "the operation moved on while the replay was prepared; nothing written",
     }
-    _append(AUDIT_FILE, record)
+    _append(audit_file or AUDIT_FILE, record)
     return record
 
 

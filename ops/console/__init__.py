@@ -30,7 +30,8 @@ def register(subparsers: Any, add_connection_arguments: Any, connect: Any) -> No
     parser.add_argument(
         "--allow-redrive",
         action="store_true",
-        help="let the page redrive a DLQ (dry run, reason and confirm still required; audited)",
+        help="let the page redrive a DLQ and replay a stranded operation (dry run, reason and confirm "
+        "still required; audited as ops dlq redrive and ops replay are)",
     )
     parser.add_argument(
         "--audit-file",

@@ -34,6 +34,11 @@ READ_ONLY = (
     "LOCAL_ARGS=--console-allow-redrive)"
 )
 
+READ_ONLY_REPLAY = (
+    "this console is read-only: a replay needs the console started with --allow-redrive (python -m ops "
+    "console --allow-redrive, or make local LOCAL_ARGS=--console-allow-redrive)"
+)
+
 
 class Refused(Exception):
     """A request the console will not carry out; ``status`` is the HTTP status that says why."""
@@ -213,3 +218,72 @@ def _integer(value: Any, name: str, low: int, high: int) -> int:
     if not low <= number <= high:
         raise Refused(f"{name}: a whole number from {low} to {high}, not {number}")
     return number
+
+
+class Replays:
+    """Replay from the console: ``python -m ops replay``'s own code (``ops.lookup.replay``), after a dry
+    run (``ops.lookup.plan_replay``: every check the replay makes, nothing written) whose confirm token is
+    bound to the operation, the reason and ``force``. Allowed with the redrives (``--allow-redrive``)."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        allowed: bool,
+        audit_file: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.app = app
+        self.allowed = allowed
+        self.audit_file = audit_file
+        self.clock = clock
+        self._confirms: dict[str, tuple[str, str, bool, float]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _request(body: dict[str, Any]) -> tuple[str, str, bool]:
+        operation_id = body.get("operationId")
+        if not isinstance(operation_id, str) or not operation_id.strip() or len(operation_id) > 200:
+            raise Refused("operationId: the operation to replay is required")
+        force = body.get("force", False)
+        if not isinstance(force, bool):
+            raise Refused("force: true or false")
+        return operation_id.strip(), Redrives._reason(body.get("reason")), force
+
+    def dry_run(self, body: dict[str, Any]) -> dict[str, Any]:
+        from ops.lookup import ReplayRefused, plan_replay
+
+        if not self.allowed:
+            raise Refused(READ_ONLY_REPLAY, 403)
+        operation_id, reason, force = self._request(body)
+        try:
+            plan = plan_replay(self.app, operation_id, force=force)
+        except ReplayRefused as refused:
+            raise Refused(
+                f"refused: {refused}", 404 if str(refused).startswith("no operation") else 409
+            ) from None
+        token = secrets.token_urlsafe(16)
+        with self._lock:
+            self._confirms[token] = (operation_id, reason, force, self.clock() + CONFIRM_SECONDS)
+        return {**plan.to_json(), "reason": reason, "force": force, "confirm": token}
+
+    def run(self, body: dict[str, Any]) -> dict[str, Any]:
+        from ops.lookup import ReplayRefused, replay
+
+        if not self.allowed:
+            raise Refused(READ_ONLY_REPLAY, 403)
+        operation_id, reason, force = self._request(body)
+        token = body.get("confirm")
+        with self._lock:
+            confirm = self._confirms.get(token) if isinstance(token, str) else None
+            if confirm is None or confirm[3] < self.clock():
+                raise Refused("confirm: run the replay's dry run first; its confirm token starts it", 409)
+            if confirm[:3] != (operation_id, reason, force):
+                raise Refused(
+                    "confirm: the token is for another operation, reason or force: dry run again", 409
+                )
+            del self._confirms[str(token)]
+        try:
+            return replay(self.app, operation_id, reason=reason, force=force, audit_file=self.audit_file)
+        except ReplayRefused as refused:  # the operation moved on between the dry run and the confirm
+            raise Refused(f"refused: {refused}", 409) from None

@@ -12,7 +12,8 @@ Routes (GET unless said):
 * ``/api/iam``, ``/api/meter``: the sandbox's IAM report and request meter;
 * ``/api/charts``: the samples taken while the console runs and the latency distribution;
 * POST ``/api/redrive/dry-run``, POST ``/api/redrive``, ``/api/redrive/jobs/<id>``,
-  POST ``/api/redrive/jobs/<id>/abort`` (``ops.console.jobs``).
+  POST ``/api/redrive/jobs/<id>/abort``; POST ``/api/replay/dry-run``, POST ``/api/replay``
+  (``ops.console.jobs``).
 
 Every bad request is a 4xx with ``{"error": ...}`` and changes nothing. A request whose Host is not this
 console's (DNS rebinding) or a POST from another origin or not in JSON (a cross-site form) is refused.
@@ -31,7 +32,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ops.app import App
 from ops.console import views
-from ops.console.jobs import Redrives, Refused
+from ops.console.jobs import Redrives, Refused, Replays
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8600
@@ -56,10 +57,12 @@ class Console:
         port: int = DEFAULT_PORT,
         allow_redrive: bool = False,
         redrives: Redrives | None = None,
+        replays: Replays | None = None,
         history_interval: float = 5.0,
     ) -> None:
         self.app = app
         self.redrives = redrives or Redrives(app, allowed=allow_redrive)
+        self.replays = replays or Replays(app, allowed=self.redrives.allowed)
         self.history = views.History(app, interval=history_interval)
         self.server = _bind(port)
         self.server.console = self  # type: ignore[attr-defined]
@@ -85,9 +88,9 @@ class Console:
 
     def banner(self) -> str:
         mode = (
-            "redrive allowed (dry run, reason and confirm required)"
+            "redrive and replay allowed (dry run, reason and confirm required)"
             if self.redrives.allowed
-            else "read-only; --console-allow-redrive lets it redrive"
+            else "read-only; --console-allow-redrive lets it redrive and replay"
         )
         return f"console:  {self.url}   ({mode})"
 
@@ -189,6 +192,7 @@ class Handler(BaseHTTPRequestHandler):
                     "endpoint": app.endpoint_url,
                     "local": app.is_local,
                     "redriveAllowed": redrives.allowed,
+                    "replayAllowed": self.console.replays.allowed,
                 }
             case ["operations"] if get:
                 return 200, views.operations(app, _text(query, "q"), _limit(query))
@@ -218,6 +222,10 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, redrives.job(job_id).to_json()
             case ["redrive", "jobs", job_id, "abort"] if method == "POST":
                 return 202, redrives.abort(job_id).to_json()
+            case ["replay", "dry-run"] if method == "POST":
+                return 200, self.console.replays.dry_run(body)
+            case ["replay"] if method == "POST":
+                return 200, self.console.replays.run(body)
         known = _known(parts)
         if known:
             raise BadRequest(f"{method} is not allowed on {path} (allowed: {', '.join(known)})", 405)
@@ -275,6 +283,8 @@ _ROUTES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("redrive",), ("POST",)),
     (("redrive", "jobs", "*"), ("GET",)),
     (("redrive", "jobs", "*", "abort"), ("POST",)),
+    (("replay", "dry-run"), ("POST",)),
+    (("replay",), ("POST",)),
 )
 
 

@@ -40,7 +40,7 @@ def operation(app: App, operation_id: str) -> dict[str, Any]:
     view = describe_operation(app, operation_id)
     if view is None:
         raise NotFound(f"no operation {operation_id} in {app.name('payments', 'operations')}")
-    return view
+    return {**view, "terminal": _payments_terminal(str(view.get("status")))}
 
 
 def orders(app: App, text: str, limit: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pytest
 from emulator.server import free_port
 from local.sandbox import Sandbox, SandboxConfig
 from ops.app import App
-from ops.console.jobs import Redrives
+from ops.console.jobs import Redrives, Replays
 from ops.console.server import Console
 
 # The Makefile's CHROMIUM (exported), which its _browser target installs when missing.
@@ -61,7 +61,8 @@ def _console(sb: Sandbox, *, allowed: bool, audit_file: Path) -> Console:
     use_function_code()
     app = App(stage="dev", endpoint_url=sb.endpoint, templates=sb.config.cdk_out)
     redrives = Redrives(app, allowed=allowed, audit_file=audit_file, verify_timeout=120, poll_seconds=0.5)
-    return Console(app, port=0, redrives=redrives, history_interval=1.0).start()
+    replays = Replays(app, allowed=allowed, audit_file=audit_file.with_name("replay-audit.jsonl"))
+    return Console(app, port=0, redrives=redrives, replays=replays, history_interval=1.0).start()
 
 
 @pytest.fixture(scope="session")

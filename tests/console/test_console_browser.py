@@ -200,6 +200,52 @@ def test_a_redrive_is_aborted_from_the_page_while_its_first_batch_is_verified(
     assert sandbox.legacy.charges_by_operation()[operation_id] == 1
 
 
+def test_a_waiting_operation_is_replayed_from_the_page_after_a_dry_run_and_charged_once(
+    sandbox: Sandbox, console: Console, page: Any, audit_file: Path, screenshots: Path
+) -> None:
+    replays = audit_file.with_name("replay-audit.jsonl")
+    audited_before = replays.read_text().count("\n") if replays.exists() else 0
+    sandbox.legacy.set_knobs(outage=True)
+    try:
+        response = api.post(
+            sandbox, "/payments", json=payment(), headers={"Idempotency-Key": uuid.uuid4().hex}
+        )
+        operation_id = response.json()["operationId"]
+        wait_for(
+            "the payment waits on the outage",
+            lambda: api.get(sandbox, f"/operations/{operation_id}").json().get("nextAttemptAt"),
+        )
+        page.goto(f"{console.url}#/operation/{operation_id}")
+        expect(page.locator("#replay-panel")).to_be_visible()
+        page.fill("#replay-reason", "partner outage over")
+        page.click("#replay-dry-run")  # a next attempt is scheduled: refused, as ops replay refuses it
+        expect(page.locator("#replay-output .error")).to_contain_text("next attempt scheduled")
+        expect(page.locator("#replay-start")).to_be_disabled()
+        page.check("#replay-force")
+        page.click("#replay-dry-run")
+        expect(page.locator("#replay-plan")).to_contain_text("re-drive the current step")
+        page.check("#replay-confirm-check")
+        page.click("#replay-start")
+        expect(page.locator("#replay-record")).to_contain_text("Replayed")
+        page.locator("#replay-panel").screenshot(path=str(screenshots / "replay.png"))
+    finally:
+        sandbox.legacy.set_knobs(outage=False)
+    (record,) = [json.loads(line) for line in replays.read_text().splitlines()[audited_before:]]
+    assert (record["operationId"], record["reason"], record["replayed"]) == (
+        operation_id,
+        "partner outage over",
+        True,
+    )
+    wait_for(
+        "the operation completes",
+        lambda: api.get(sandbox, f"/operations/{operation_id}").json()["status"] == "COMPLETED",
+        timeout=90,
+    )
+    assert (
+        sandbox.legacy.charges_by_operation()[operation_id] == 1
+    )  # the replay added a delivery, not a charge
+
+
 def test_a_read_only_console_shows_the_dlq_and_offers_no_redrive(
     sandbox: Sandbox, read_only_console: Console, page: Any
 ) -> None:

@@ -133,6 +133,21 @@ def test_a_redrive_needs_a_reason_a_known_dlq_and_the_dry_runs_confirm_and_a_ref
         ),
         (request(console, "GET", "/api/queues", headers={"Host": "evil.example:80"}), 421, "Host"),
         (request(console, "POST", "/api/redrive/jobs/nope/abort", {}), 404, "no redrive job"),
+        (request(console, "POST", "/api/replay/dry-run", {"operationId": "op-x"}), 400, "reason"),
+        (request(console, "POST", "/api/replay/dry-run", {"reason": "fixed"}), 400, "operationId"),
+        (
+            request(
+                console, "POST", "/api/replay/dry-run", {"operationId": "op-x", "reason": "x", "force": "yes"}
+            ),
+            400,
+            "force",
+        ),
+        (
+            request(console, "POST", "/api/replay/dry-run", {"operationId": "op-nobody", "reason": "fixed"}),
+            404,
+            "no operation op-nobody",
+        ),
+        (request(console, "POST", "/api/replay", {"operationId": "op-x", "reason": "fixed"}), 409, "dry run"),
     ]
     for (status, document, _), expected, words in refused:
         assert status == expected, document
@@ -161,8 +176,9 @@ def test_a_read_only_console_refuses_every_redrive_and_receives_nothing(
     audited = audit_file.read_text() if audit_file.exists() else ""
     status, info, _ = request(read_only_console, "GET", "/api/info")
     assert status == 200 and info["redriveAllowed"] is False
-    for path in ("/api/redrive/dry-run", "/api/redrive"):
-        status, document, _ = request(read_only_console, "POST", path, {"dlq": DLQ, "reason": "fixed"})
+    for path in ("/api/redrive/dry-run", "/api/redrive", "/api/replay/dry-run", "/api/replay"):
+        body = {"dlq": DLQ, "operationId": "op-x", "reason": "fixed"}
+        status, document, _ = request(read_only_console, "POST", path, body)
         assert status == 403 and "--allow-redrive" in document["error"]
     status, queues, _ = request(read_only_console, "GET", "/api/queues")
     assert status == 200 and any(q["short"] == DLQ for q in queues["dlqs"])

@@ -127,8 +127,49 @@ async function operationPage(id) {
         el("td", { class: "mono" }, e.eventType), el("td", { class: "mono" }, e.eventId), el("td", {}, when(e.createdAt)),
         el("td", {}, e.inItem ? "from the item, by the stream publisher" : when(e.publishedAt))))) : el("p", { class: "muted" }, "None."),
       el("h2", {}, "Parked messages (from the parked ledger: no receive)"), el("div", { id: "operation-parked" }, parkedList(v.parked)),
-      el("h2", {}, "Claim checks"), el("pre", { class: "log" }, JSON.stringify(v.claimChecks || {}, null, 2)));
+      el("h2", {}, "Claim checks"), el("pre", { class: "log" }, JSON.stringify(v.claimChecks || {}, null, 2)),
+      v.terminal ? null : el("h2", {}, "Replay"), v.terminal ? null : replayPanel(v));
   } catch (error) { main().append(showError(error)); }
+}
+
+function replayPanel(v) {
+  if (!info.replayAllowed) {
+    return el("div", { class: "note", id: "replay-read-only" }, "This console is read-only. A replay of the current step needs the console started with --allow-redrive (or ",
+      el("code", {}, `python -m ops replay ${v.operationId} --reason …`), ").");
+  }
+  const reason = el("input", { type: "text", id: "replay-reason", class: "wide", placeholder: "the root cause you fixed (audited)", "aria-label": "replay reason" });
+  const force = el("input", { type: "checkbox", id: "replay-force" });
+  const out = el("div", { id: "replay-output" });
+  const confirmBox = el("input", { type: "checkbox", id: "replay-confirm-check", disabled: true });
+  const start = el("button", { class: "danger", id: "replay-start", disabled: true }, "Confirm: replay");
+  let token = null;
+  const reset = () => { token = null; confirmBox.checked = false; confirmBox.disabled = true; start.disabled = true; };
+  reason.addEventListener("input", reset); force.addEventListener("change", reset);
+  confirmBox.addEventListener("change", () => { start.disabled = !(confirmBox.checked && token); });
+  const dry = el("button", { id: "replay-dry-run" }, "Dry run");
+  dry.addEventListener("click", async () => {
+    reset();
+    try {
+      const r = await post("/api/replay/dry-run", { operationId: v.operationId, reason: reason.value, force: force.checked });
+      token = r.confirm; confirmBox.disabled = false;
+      out.replaceChildren(el("div", { class: "card", id: "replay-plan" }, el("strong", {}, `Would ${r.would}.`),
+        el("div", { class: "muted" }, `status ${r.status}, version ${r.version}, attempts ${r.attempts}, next attempt ${when(r.nextAttemptAt)}, redrives ${r.redrives}`)));
+    } catch (error) { out.replaceChildren(showError(error)); }
+  });
+  start.addEventListener("click", async () => {
+    start.disabled = true; confirmBox.disabled = true;
+    try {
+      const record = await post("/api/replay", { operationId: v.operationId, reason: reason.value, force: force.checked, confirm: token });
+      token = null;
+      out.replaceChildren(el("div", { class: "card", id: "replay-record" }, el("strong", {}, record.replayed ? "Replayed" : "Nothing written"),
+        el("pre", { class: "log" }, JSON.stringify(record, null, 2))));
+    } catch (error) { out.append(showError(error)); }
+  });
+  return el("div", { class: "card", id: "replay-panel" },
+    el("p", {}, "Re-drives the current step through the outbox with the sweeper's own code, as ", el("code", {}, "python -m ops replay"), " does: the same idempotency keys, so no second charge or invoice. A dry run makes the replay's checks first."),
+    el("div", { class: "search" }, el("label", {}, "Reason ", reason), el("label", {}, force, " force (a next attempt is scheduled)")),
+    el("div", { class: "search" }, dry, el("label", {}, confirmBox, " I have read the dry run: replay"), start),
+    out);
 }
 
 async function orderPage(id) {
