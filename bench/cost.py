@@ -475,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
                         "requests": r["requests"] / ops,
                         "billed": r["billed"] / ops,
                         "empty": r["empty"] / ops,
+                        **({"entries": r["entries"] / ops} if "entries" in r else {}),
                     }
                     for r in m.requests
                 ],

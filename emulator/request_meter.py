@@ -12,6 +12,10 @@ Installed in the emulator process outermost (before IAM enforcement), it sees ea
   DynamoDB write units per 1 KB item written (x2 in a transaction) and read units per 4 KB read
   (strongly consistent 1, eventually consistent 0.5, transactional 2)), and for ReceiveMessage and
   a stream's GetRecords how many came back empty (idle polling);
+* per (caller, service, action) also the ``entries`` the requests carried: a PublishBatch's,
+  SendMessageBatch's, DeleteMessageBatch's or PutEvents' entries, a ReceiveMessage's messages, a
+  transaction's or a batch write's items (one a request for the rest), so the capacity model counts
+  messages, not requests;
 * what never crosses HTTP is counted where it happens: SNS deliveries to SQS (``emulator.iam_enforcer``
   guards them) and the bus's deliveries to SQS targets (``emulator.bus_delivery``), via ``delivered``
   (action ``Deliver to SQS``; AWS charges neither).
@@ -299,6 +303,39 @@ def _billed(
     return 1.0, 0
 
 
+_BATCHES = {
+    ("sns", "PublishBatch"): "PublishBatchRequestEntries",
+    ("sqs", "SendMessageBatch"): "Entries",
+    ("sqs", "DeleteMessageBatch"): "Entries",
+    ("sqs", "ChangeMessageVisibilityBatch"): "Entries",
+    ("events", "PutEvents"): "Entries",
+    ("dynamodb", "TransactWriteItems"): "TransactItems",
+    ("dynamodb", "TransactGetItems"): "TransactItems",
+}
+
+
+def _entries(service: str, action: str, body: bytes, answer_bytes: bytes, request: dict[str, Any]) -> int:
+    """The messages, events or items one request carried (1 for a request of one)."""
+    if service == "sqs" and action == "ReceiveMessage":
+        try:
+            return len(json.loads(answer_bytes).get("Messages", []))
+        except (ValueError, AttributeError):
+            return 0
+    if service == "dynamodb" and action == "BatchWriteItem":
+        return sum(len(v) for v in (request.get("RequestItems") or {}).values())
+    if service == "dynamodb" and action == "BatchGetItem":
+        return sum(len(v.get("Keys", [])) for v in (request.get("RequestItems") or {}).values())
+    member = _BATCHES.get((service, action))
+    if member is None:
+        return 1
+    if request:  # JSON protocols (SQS, EventBridge, DynamoDB)
+        return len(request.get(member) or [])
+    from urllib.parse import parse_qs  # SNS's query protocol: Member.member.N.Id, one per entry
+
+    query = parse_qs(body.decode("utf-8", errors="replace"))
+    return sum(1 for key in query if key.startswith(f"{member}.member.") and key.endswith(".Id"))
+
+
 def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
     def __call__(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
         path = str(environ.get("PATH_INFO", ""))
@@ -338,6 +375,7 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
             action,
             billed=billed,
             empty=empty,
+            entries=_entries(service, action, request.body, body, parsed),
         )
         return answer
 

@@ -18,13 +18,25 @@ _rules: Counter[tuple[str, str]] = Counter()  # (rule name, outcome) -> count
 
 
 def add(
-    caller: str, service: str, action: str, *, requests: int = 1, billed: float = 1.0, empty: int = 0
+    caller: str,
+    service: str,
+    action: str,
+    *,
+    requests: int = 1,
+    billed: float = 1.0,
+    empty: int = 0,
+    entries: int | None = None,
 ) -> None:
+    """``entries``: the messages, events or items the requests carried (a PublishBatch's entries, a
+    ReceiveMessage's messages, a transaction's items); one a request when not given."""
     with _lock:
-        entry = _counts.setdefault((caller, service, action), {"requests": 0, "billed": 0.0, "empty": 0})
+        entry = _counts.setdefault(
+            (caller, service, action), {"requests": 0, "billed": 0.0, "empty": 0, "entries": 0}
+        )
         entry["requests"] += requests
         entry["billed"] += billed
         entry["empty"] += empty
+        entry["entries"] += requests if entries is None else entries
 
 
 def delivered(service: str, source_arn: str) -> None:

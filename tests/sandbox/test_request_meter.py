@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from emulator.request_meter import WriteMeasure, _billed, _caller
+from emulator.request_meter import WriteMeasure, _billed, _caller, _entries
 
 KB = 1024
 
@@ -65,6 +65,27 @@ def test_reads_bill_per_4_kb_read_half_for_eventually_consistent() -> None:
 def test_put_events_is_billed_per_entry_chunk() -> None:
     entries = [{"Detail": "{}", "Source": "s", "DetailType": "d"}] * 3
     assert _billed("events", "PutEvents", _j({"Entries": entries}), b"") == (3, 0)
+
+
+def test_a_batchs_entries_are_counted_as_aws_counts_messages() -> None:
+    # The capacity model counts messages (SNS 30,000 msg/s is per message, not per request).
+    sns_batch = b"Action=PublishBatch&TopicArn=t" + b"".join(
+        f"&PublishBatchRequestEntries.member.{i}.Id=e{i}&PublishBatchRequestEntries.member.{i}.Message=m".encode()
+        for i in range(1, 8)
+    )
+    assert _entries("sns", "PublishBatch", sns_batch, b"", {}) == 7
+    assert _entries("sns", "Publish", b"Action=Publish&Message=m", b"", {}) == 1
+    send = {"Entries": [{"Id": str(i), "MessageBody": "x"} for i in range(4)]}
+    assert _entries("sqs", "SendMessageBatch", _j(send), b"", send) == 4
+    assert _entries("sqs", "ReceiveMessage", b"{}", _j({"Messages": [{"Body": "x"}] * 3}), {}) == 3
+    assert _entries("sqs", "ReceiveMessage", b"{}", _j({}), {}) == 0
+    events = {"Entries": [{"Detail": "{}"}] * 2}
+    assert _entries("events", "PutEvents", _j(events), b"", events) == 2
+    tx = {"TransactItems": [{"Put": {}}, {"Update": {}}]}
+    assert _entries("dynamodb", "TransactWriteItems", _j(tx), b"", tx) == 2
+    batch = {"RequestItems": {"a": [{}, {}], "b": [{}]}}
+    assert _entries("dynamodb", "BatchWriteItem", _j(batch), b"", batch) == 3
+    assert _entries("dynamodb", "PutItem", b"{}", b"", {}) == 1
 
 
 def test_a_request_without_a_known_key_is_the_drivers_and_a_glue_agent_names_the_glue() -> None:
