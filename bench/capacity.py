@@ -216,9 +216,13 @@ def routes(
         if r["service"] == "dynamodb" and not r["caller"].startswith("glue:"):
             metered[function_of(r["caller"])][r["action"]] = (float(r["requests"]), float(r["billed"]))
     calls: dict[str, dict[tuple[str, str], float]] = defaultdict(lambda: defaultdict(float))
+    # With the API operation of each call (the IAM report names it), a transaction's items are its own:
+    # keyed by the transaction, they never mix with a single-item request of the same action.
+    by_operation = any("operation" in c for c in flow_data.get("table_calls_per_operation", []))
     for c in flow_data.get("table_calls_per_operation", []):
         if c["action"] != "GetRecords":
-            calls[function_of(c["function"])][(c["action"], _table(c["table"]))] += float(c["calls"])
+            action = c["operation"] if c.get("operation") in _ITEMS_OF else c["action"]
+            calls[function_of(c["function"])][(action, _table(c["table"]))] += float(c["calls"])
     found: list[Route] = []
     unplaced: list[str] = []
 
@@ -233,7 +237,7 @@ def routes(
 
     for fn in sorted(set(metered) | set(calls)):
         left, actions = calls[fn], metered.get(fn, {})
-        transacted = {a for t in actions if t in _ITEMS_OF for a in _ITEMS_OF[t]}
+        transacted = set() if by_operation else {a for t in actions if t in _ITEMS_OF for a in _ITEMS_OF[t]}
         for action, (requests, billed) in sorted(actions.items()):
             if action in _ITEMS_OF:
                 continue
@@ -250,7 +254,7 @@ def routes(
                 continue
             items: dict[str, float] = defaultdict(float)
             for (a, table), n in left.items():
-                if a in _ITEMS_OF[action] and n > _EPSILON:
+                if (a == action or a in _ITEMS_OF[action]) and n > _EPSILON:
                     items[table] += n
                     left[(a, table)] = 0.0
             if items:

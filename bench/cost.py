@@ -119,20 +119,22 @@ def _invocations(sb: Sandbox) -> dict[str, int]:
     return {name: fn.invocations for name, fn in sb.runtime.functions.items()}
 
 
-def _table_calls(sb: Sandbox) -> dict[tuple[str, str, str], int]:
-    """(function, action, table) -> the DynamoDB calls the emulator authorized for each function so far
-    (its IAM report): one per item of a transaction or a batch, on that item's table, and the stream
-    reads its event source mapping made with the function's role (action GetRecords). The meter counts
-    requests per action; this says which tables they touched (``bench/capacity.py`` reads both)."""
+def _table_calls(sb: Sandbox) -> dict[tuple[str, str, str, str], int]:
+    """(function, action, table, operation) -> the DynamoDB calls the emulator authorized for each
+    function so far (its IAM report): one per item of a transaction or a batch, on that item's table,
+    with the API operation that made it (a TransactWriteItems' Put is the action PutItem of the
+    operation TransactWriteItems), and the stream reads its event source mapping made with the
+    function's role (action GetRecords). The meter counts requests per action; this says which tables
+    they touched (``bench/capacity.py`` reads both)."""
     from emulator.iam_report import fetch_report
 
-    calls: dict[tuple[str, str, str], int] = {}
+    calls: dict[tuple[str, str, str, str], int] = {}
     for fn in fetch_report(sb.endpoint)["functions"]:
-        for call, n in fn["calls"].items():
-            action, _, resource = call.partition(" ")
+        for call, n in fn["operation_calls"].items():
+            operation, action, resource = call.split(" ", 2)
             if action.startswith("dynamodb:") and ":table/" in resource:
                 table = resource.split(":table/", 1)[1].split("/", 1)[0]
-                key = (str(fn["function"]), action.removeprefix("dynamodb:"), table)
+                key = (str(fn["function"]), action.removeprefix("dynamodb:"), table, operation)
                 calls[key] = calls.get(key, 0) + int(n)
     return calls
 
@@ -196,13 +198,14 @@ def measure(sb: Sandbox, flow: str, operations: int, drive: Drive) -> Measured:
         seconds=time.monotonic() - started,
         table_calls=[
             {
-                "function": fn,
-                "action": action,
-                "table": table,
-                "calls": n - table_calls.get((fn, action, table), 0),
+                "function": key[0],
+                "action": key[1],
+                "table": key[2],
+                "operation": key[3],
+                "calls": n - table_calls.get(key, 0),
             }
-            for (fn, action, table), n in sorted(table_calls_after.items())
-            if n > table_calls.get((fn, action, table), 0) and not periodic(fn)
+            for key, n in sorted(table_calls_after.items())
+            if n > table_calls.get(key, 0) and not periodic(key[0])
         ],
     )
 

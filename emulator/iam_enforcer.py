@@ -56,6 +56,9 @@ class _Function:
     principal: Principal
     used: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (policy, action, resource)
     calls: Counter[str] = field(default_factory=Counter)  # "action resource" allowed
+    # "operation action resource" allowed: the API operation that asked (a TransactWriteItems' Put is
+    # authorized as dynamodb:PutItem; this tells it from a PutItem request)
+    operation_calls: Counter[str] = field(default_factory=Counter)
     # (action, resource) -> the grants it uses: the same few calls repeat thousands of times a run.
     grant_keys: dict[tuple[str, str], list[tuple[str, str, str]]] = field(default_factory=dict)
 
@@ -166,6 +169,7 @@ def _record_use(fn: _Function, check: Check, decision: Decision) -> None:
     for key in keys:
         fn.used[key] += 1
     fn.calls[f"{check.action} {check.resource}"] += 1
+    fn.operation_calls[f"{check.operation} {check.action} {check.resource}"] += 1
 
 
 def authorize(state: _State, fn: _Function, checks: Iterable[Check]) -> tuple[Check, Decision] | None:
@@ -407,6 +411,7 @@ def report(state: _State) -> dict[str, Any]:
                     "function": caller.name,
                     "role": caller.role_arn,
                     "calls": dict(fn.calls),
+                    "operation_calls": dict(fn.operation_calls),
                     "grants": granted,
                     "denied": dict(
                         Counter(

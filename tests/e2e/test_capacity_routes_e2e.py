@@ -20,13 +20,12 @@ FLOWS = {
     "reports": cost.reports_flow,
     "snapshot": cost.snapshot_flow,
 }
+
+
 # The snapshot worker puts each agent's snapshot (PutItem) and its job marker (a transaction's Put) on
 # two tables; the IAM report counts both as dynamodb:PutItem by table, so when the flow's agents per
 # hour equal its markers (1 each here) the calls cannot tell which table took which. The emulator's
 # report would need each call's API operation (emulator.iam_enforcer._record_use keys by IAM action).
-AMBIGUOUS = {"snapshot": "the IAM report's calls do not name their API operation (PutItem vs a transaction)"}
-
-
 def per_operation(m: Any) -> dict[str, Any]:
     """A measured flow in the shape of make cost's JSON (what bench/capacity.py reads)."""
     n = m.operations
@@ -39,13 +38,7 @@ def per_operation(m: Any) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize(
-    "flow",
-    [
-        pytest.param(f, marks=pytest.mark.xfail(reason=AMBIGUOUS[f], strict=False)) if f in AMBIGUOUS else f
-        for f in FLOWS
-    ],
-)
+@pytest.mark.parametrize("flow", sorted(FLOWS))
 def test_every_dynamodb_write_of_a_flow_is_on_a_table_the_capacity_model_knows(
     sandbox: Sandbox, flow: str
 ) -> None:

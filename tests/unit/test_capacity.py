@@ -317,6 +317,36 @@ def test_a_put_beside_a_transaction_goes_to_the_only_tables_whose_calls_it_expla
     }
 
 
+def test_with_the_calls_api_operation_a_put_and_a_transactions_put_that_tie_are_told_apart() -> None:
+    # Without the operation, 1 PutItem and a 1-item TransactWriteItems on two tables, one call each,
+    # fit either way round (the snapshot flow's case); the IAM report's operation settles it.
+    worker = "relay-test-scores-SnapshotWorkerFunctionEEEEEEEE"
+    flow = {
+        "by_caller_per_operation": [
+            metered(worker, "dynamodb", "PutItem", 1, 1),
+            metered(worker, "dynamodb", "TransactWriteItems", 1, 2),
+        ],
+        "table_calls_per_operation": [
+            {**called(worker, "PutItem", "relay-test-scores-scores", 1), "operation": "TransactWriteItems"},
+            {**called(worker, "PutItem", "relay-test-scores-idempotency", 1), "operation": "PutItem"},
+        ],
+    }
+    found, unplaced = routes(flow)
+    assert unplaced == []
+    assert {(r.action, r.table, r.entries, r.units) for r in found} == {
+        ("PutItem", "scores-idempotency", 1, 1),
+        ("TransactWriteItems", "scores-scores", 1, 2),
+    }
+    untold = {
+        **flow,
+        "table_calls_per_operation": [
+            called(**{k: c[k] for k in ("function", "action", "table", "calls")})
+            for c in flow["table_calls_per_operation"]
+        ],
+    }
+    assert routes(untold)[1]  # ambiguous without it: named, not guessed
+
+
 def test_a_route_on_a_table_the_model_does_not_know_is_named() -> None:
     mystery = "relay-test-payments-MysteryFunctionDDDDDDDD"
     flow = payments_flow(metered(mystery, "dynamodb", "PutItem", 1, 3))
