@@ -22,10 +22,6 @@ FLOWS = {
 }
 
 
-# The snapshot worker puts each agent's snapshot (PutItem) and its job marker (a transaction's Put) on
-# two tables; the IAM report counts both as dynamodb:PutItem by table, so when the flow's agents per
-# hour equal its markers (1 each here) the calls cannot tell which table took which. The emulator's
-# report would need each call's API operation (emulator.iam_enforcer._record_use keys by IAM action).
 def per_operation(m: Any) -> dict[str, Any]:
     """A measured flow in the shape of make cost's JSON (what bench/capacity.py reads)."""
     n = m.operations
