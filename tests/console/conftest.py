@@ -81,6 +81,13 @@ def read_only_console(sandbox: Sandbox, audit_file: Path) -> Iterator[Console]:
     running.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _expect_deadline() -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=20_000)
+
+
 @pytest.fixture(scope="session")
 def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not shutil.which(CHROMIUM):
@@ -105,6 +112,9 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def page(browser_context: Any) -> Iterator[Any]:
     """A tab; any request it makes off 127.0.0.1 (a CDN) fails the test."""
     tab = browser_context.new_page()
+    # Deadlines for what the page waits on (the sandbox shares 2 cores with the rest of make test's
+    # workers): how long a poll may go on, never how long something should take.
+    tab.set_default_timeout(30_000)
     outside: list[str] = []
     tab.on(
         "request",
