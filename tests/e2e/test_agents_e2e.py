@@ -27,7 +27,7 @@ SNAPSHOT_SCHEDULE = "scores-hourly-snapshot"
 
 def snapshot_rule(sb: Sandbox) -> Any:
     """The hourly snapshot's rule (the bus has the orders rules too)."""
-    (rule,) = [r for r in sb.topology.rules if "hourlysnapshot" in r.name.lower()]
+    (rule,) = [r for r in sb.topology.rules if r.name.endswith(SNAPSHOT_SCHEDULE)]
     return rule
 
 
