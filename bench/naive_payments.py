@@ -777,7 +777,7 @@ _ENVIRONMENT = {
     "AWS_SESSION_TOKEN": "naive-bench",
     "POWERTOOLS_SERVICE_NAME": "naive-payments",
     "POWERTOOLS_METRICS_DISABLED": "true",
-    "POWERTOOLS_TRACE_DISABLED": "true",
+    "OTEL_SDK_DISABLED": "true",
     "POWERTOOLS_LOG_LEVEL": "WARNING",
 }
 

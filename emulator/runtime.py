@@ -274,8 +274,7 @@ class FunctionRuntime:
             "_HANDLER": spec.handler,
             "RELAY_LOCAL_FUNCTION_ARN": spec.arn,
             "RELAY_LOCAL_PATH": os.pathsep.join(paths),
-            # X-Ray is not emulated; Powertools Tracer would otherwise try to reach a daemon.
-            "POWERTOOLS_TRACE_DISABLED": "true",
+            # Spans go to AWS_ENDPOINT_URL + /v1/traces: the emulator's collector (emulator.traces).
             **spec.environment,
             **env_overrides,
         }

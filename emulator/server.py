@@ -119,6 +119,8 @@ from emulator.request_meter import install as meter_requests
 meter_requests()
 from emulator.aws_faults import install as inject_faults
 inject_faults()
+from emulator.traces import install as collect_traces
+collect_traces()
 from moto.server import main
 sys.argv[0] = "moto_server"
 main(sys.argv[1:])

@@ -10,8 +10,8 @@ for _name, _value in {
     "AWS_SESSION_TOKEN": "testing",
     "POWERTOOLS_SERVICE_NAME": "relay-tests",
     "POWERTOOLS_METRICS_NAMESPACE": "RelayTests",
-    # No X-Ray daemon here: relay.observability builds no Tracer (tests/unit/test_tracing.py brings its own).
-    "POWERTOOLS_TRACE_DISABLED": "true",
+    # No OTLP endpoint here: relay.tracing stays off (tests/unit/test_kernel_tracing.py turns it on).
+    "OTEL_SDK_DISABLED": "true",
 }.items():
     os.environ.setdefault(_name, _value)
 

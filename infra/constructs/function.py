@@ -7,7 +7,8 @@ Defaults it owns:
   AWSLambdaBasicExecutionRole);
 - timeout, memory and the Powertools service / namespace / log level and sample rate from the stage's
   `consumers` settings (`defaults.CONSUMERS` unless the stage overrides them);
-- active tracing (X-Ray): Lambda traces every invocation and the role may send the segments.
+- active tracing (X-Ray): Lambda traces every invocation, and the role may send trace data, which the
+  kernel's OpenTelemetry spans need too (X-Ray's OTLP endpoint authorizes them as xray:PutTraceSegments).
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ class RelayFunction(Construct):
             timeout=self.timeout,
             memory_size=memory_mb or consumers.memory_mb,
             description=description,
-            # The kernel's entry points add Powertools Tracer subsegments annotated with the correlation id.
+            # Lambda's own segments (init, invocation); the kernel's OpenTelemetry spans (relay.tracing) go to
+            # X-Ray's OTLP endpoint with the grant this adds (xray:PutTraceSegments), and link nothing else.
             tracing=lambda_.Tracing.ACTIVE,
             environment={
                 "POWERTOOLS_SERVICE_NAME": settings.service,

@@ -1,6 +1,7 @@
 """Tracing, read off the synthesized app: every function has active tracing (Lambda records each invocation
-in X-Ray and the kernel's Powertools Tracer adds its subsegments and correlation_id annotations), its role
-may send the segments, and no function's environment turns the Tracer off on AWS."""
+in X-Ray), its role may send trace data (``xray:PutTraceSegments`` also authorizes the kernel's
+OpenTelemetry spans on X-Ray's OTLP endpoint, relay.tracing), and no function's environment turns the
+OpenTelemetry SDK off on AWS."""
 
 from __future__ import annotations
 
@@ -57,11 +58,11 @@ def test_every_function_role_may_send_its_trace_segments(app_templates: dict[str
 
 
 def test_no_function_turns_its_tracer_off(app_templates: dict[str, dict[str, Any]]) -> None:
-    # The tests and the local sandbox set POWERTOOLS_TRACE_DISABLED (no X-Ray daemon); AWS must not.
+    # The tests set OTEL_SDK_DISABLED (no OTLP endpoint); AWS must not. Nor the retired Tracer's switch.
     disabled = [
         f"{stack}/{function_id}"
         for stack, function_id, template in _functions(app_templates)
-        if "POWERTOOLS_TRACE_DISABLED"
-        in template["Resources"][function_id]["Properties"].get("Environment", {}).get("Variables", {})
+        if {"OTEL_SDK_DISABLED", "POWERTOOLS_TRACE_DISABLED"}
+        & set(template["Resources"][function_id]["Properties"].get("Environment", {}).get("Variables", {}))
     ]
     assert not disabled, disabled

@@ -1,23 +1,20 @@
-"""Tracing: every kernel entry point (and the scores authorizer, which is built on none of them) runs its
-handler in Powertools Tracer's ``## handler`` subsegment, never captures the response, and annotates the
-correlation id: per record for a queue consumer, per request for an API, per batch for an outbox
-publisher whose rows share one.
+"""Tracing (relay.tracing, OpenTelemetry): every kernel entry point (and the scores authorizer, which is
+built on none of them) runs its handler in a ``## handler`` span, exports the invocation's spans when it
+returns, never records the response, and puts the correlation id on the spans: per record for a queue
+consumer (whose record span joins the trace its event was produced in), per request for an API, per
+batch for an outbox publisher whose rows share one.
 
-The Tracer here is Powertools' own, on a provider that records subsegments instead of sending them to an
-X-Ray daemon (there is none: the tests set POWERTOOLS_TRACE_DISABLED, so ``relay.observability.tracer()``
-is None everywhere else).
+The SDK here is OpenTelemetry's own, with relay.tracing's span processor; only the exporter is replaced,
+by one that keeps the OTLP/JSON bodies it would send (the tests set OTEL_SDK_DISABLED elsewhere).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.tracing import Tracer
-from aws_lambda_powertools.tracing.base import BaseProvider, BaseSegment
 
 from relay import observability
 from tests.builders import (
@@ -32,95 +29,63 @@ from tests.builders import (
 from tests.unit.fakes import FakeSqs
 
 
-class RecordedSegment(BaseSegment):
-    def __init__(self, name: str, parent: RecordedSegment | None) -> None:
-        self.name = name
-        self.parent = parent
-        self.annotations: dict[str, Any] = {}
-        self.metadata: dict[str, Any] = {}
-        self.exceptions: list[BaseException] = []
+class Recorded:
+    """A span as exported (OTLP/JSON, as relay.tracing sends it), with its parent and attributes."""
 
-    def close(self, end_time: int | None = None) -> None:
-        pass
-
-    def add_subsegment(self, subsegment: Any) -> None:
-        pass
-
-    def remove_subsegment(self, subsegment: Any) -> None:
-        pass
-
-    def put_annotation(self, key: str, value: Any) -> None:
-        self.annotations[key] = value
-
-    def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None:
-        self.metadata[f"{namespace}/{key}"] = value
-
-    def add_exception(self, exception: BaseException, stack: Any, remote: bool = False) -> None:
-        self.exceptions.append(exception)
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.name: str = raw["name"]
+        self.trace_id: str = raw["traceId"]
+        self.span_id: str = raw["spanId"]
+        self.parent_id: str | None = raw.get("parentSpanId")
+        self.annotations = {a["key"]: next(iter(a["value"].values())) for a in raw["attributes"]}
+        self.exceptions = [e for e in raw.get("events", []) if e["name"] == "exception"]
 
 
-class RecordingProvider(BaseProvider):
-    """An X-Ray provider that keeps every subsegment opened, with its parent, annotations and metadata."""
+class RecordingExporter:
+    """Stands in for the OTLP endpoint: keeps each export's encoded body."""
 
     def __init__(self) -> None:
-        self.segments: list[RecordedSegment] = []
-        self._open: list[RecordedSegment] = []
+        self.exports: list[dict[str, Any]] = []
 
-    @contextmanager
-    def in_subsegment(self, name: Any = None, **kwargs: Any) -> Iterator[RecordedSegment]:
-        segment = RecordedSegment(str(name), self._open[-1] if self._open else None)
-        self.segments.append(segment)
-        self._open.append(segment)
-        try:
-            yield segment
-        except Exception as exc:
-            segment.add_exception(exc, [])
-            raise
-        finally:
-            self._open.pop()
+    def export(self, spans: Any) -> bool:
+        from relay.tracing import encode
 
-    def in_subsegment_async(self, name: Any = None, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        self.exports.append(encode(spans))
+        return True
 
-    def put_annotation(self, key: str, value: Any) -> None:
-        self._open[-1].put_annotation(key, value)
+    @property
+    def spans(self) -> list[Recorded]:
+        return [
+            Recorded(s)
+            for body in self.exports
+            for rs in body["resourceSpans"]
+            for ss in rs["scopeSpans"]
+            for s in ss["spans"]
+        ]
 
-    def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None:
-        self._open[-1].put_metadata(key, value, namespace)
-
-    def patch(self, modules: Any) -> None:
-        pass
-
-    def patch_all(self) -> None:
-        pass
-
-    def named(self, name: str) -> list[RecordedSegment]:
-        return [s for s in self.segments if s.name == name]
+    def named(self, name: str) -> list[Recorded]:
+        return [s for s in self.spans if s.name.startswith(name)]
 
 
 @pytest.fixture
-def traces(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingProvider]:
-    # Tracer keeps its configuration on the class (a "disabled" from an earlier Tracer would stick).
-    Tracer._reset_config()
-    provider = RecordingProvider()
-    tracer = Tracer(service="relay-tests", disabled=False, auto_patch=False, provider=provider)
-    monkeypatch.setattr(observability, "_tracer", tracer)
-    monkeypatch.setattr(observability, "_tracer_loaded", True)
-    yield provider
-    Tracer._reset_config()
+def traces(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordingExporter]:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
 
+    from relay import tracing
 
-def test_without_a_tracer_the_handler_is_left_as_it_is() -> None:
-    # The suite runs with POWERTOOLS_TRACE_DISABLED=true (tests/conftest.py), as the sandbox does.
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        return {}
-
-    assert observability.tracer() is None
-    assert observability.trace_handler(handler) is handler
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    exporter = RecordingExporter()
+    buffer = tracing.InvocationBuffer(exporter)  # type: ignore[arg-type]
+    provider = TracerProvider(resource=Resource.create({"service.name": "relay-tests"}))
+    provider.add_span_processor(buffer)
+    monkeypatch.setattr(tracing, "_state", {"tracer": provider.get_tracer("relay"), "buffer": buffer})
+    yield exporter
 
 
 def test_a_queue_consumer_traces_each_record_in_its_own_subsegment_annotated_with_its_correlation_id(
-    traces: RecordingProvider, monkeypatch: pytest.MonkeyPatch
+    traces: RecordingExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from relay.consumer import queue_handler
 
@@ -143,14 +108,63 @@ def test_a_queue_consumer_traces_each_record_in_its_own_subsegment_annotated_wit
     assert handled == ["corr-a", "corr-b"]
     (outer,) = traces.named("## handler")
     records = traces.named("## record")
-    assert [r.annotations for r in records] == [{"correlation_id": "corr-a"}, {"correlation_id": "corr-b"}]
-    assert all(r.parent is outer for r in records)
-    assert set(outer.annotations) == {"ColdStart", "Service"}
-    assert outer.metadata == {}, "the response is not captured"
+    assert [r.annotations["correlation_id"] for r in records] == ["corr-a", "corr-b"]
+    assert all(r.annotations["aws.xray.annotations"] for r in records), "indexed by X-Ray"
+    # No traceparent in these envelopes: the records hang under the handler's span.
+    assert all(r.parent_id == outer.span_id and r.trace_id == outer.trace_id for r in records)
+    assert "correlation_id" not in outer.annotations
+    assert len(traces.exports) == 1, "one export when the invocation ends"
+
+
+def test_a_record_span_joins_the_trace_its_event_was_produced_in(
+    traces: RecordingExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relay.consumer import queue_handler
+
+    monkeypatch.setenv("RELAY_DLQ_URL", "https://sqs.us-east-1.amazonaws.com/123456789012/relay-queue-dlq")
+
+    class Wiring:
+        sqs = FakeSqs()
+
+    produced = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    handler = queue_handler(lambda: Wiring(), lambda _w, _env, _ctx: None)  # type: ignore[arg-type, type-var]
+    record = sns_wrapped(envelope(correlation_id="corr-a").model_copy(update={"traceparent": produced}))
+    handler(sqs_event([sqs_record(record)]), FakeContext())
+
+    (span,) = traces.named("## record")
+    assert (span.trace_id, span.parent_id) == ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
+
+
+def test_an_event_produced_inside_a_record_carries_that_records_span_as_its_traceparent(
+    traces: RecordingExporter,
+) -> None:
+    from relay.envelope import new_envelope
+
+    with observability.record_subsegment("corr-a"):
+        produced = new_envelope(
+            "Thing", identity=("t-1",), ids={"thingId": "t-1"}, payload={}, correlation_id="c"
+        )
+    observability_flush()
+    (span,) = traces.named("## record")
+    assert produced.traceparent == f"00-{span.trace_id}-{span.span_id}-01"
+    assert produced.to_dict()["traceparent"] == produced.traceparent
+
+
+def test_a_malformed_traceparent_is_dropped_not_a_reason_to_park() -> None:
+    from relay.envelope import Envelope
+
+    data = {**envelope(correlation_id="c").to_dict(), "traceparent": "not-a-traceparent"}
+    assert Envelope.from_dict(data).traceparent is None
+
+
+def observability_flush() -> None:
+    from relay import tracing
+
+    tracing.flush()
 
 
 def test_a_failing_record_is_recorded_on_its_own_subsegment(
-    traces: RecordingProvider, monkeypatch: pytest.MonkeyPatch
+    traces: RecordingExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from relay.consumer import queue_handler
     from relay.errors import BusinessRejection
@@ -175,10 +189,13 @@ def test_a_failing_record_is_recorded_on_its_own_subsegment(
     assert handler(event, FakeContext()) == {"batchItemFailures": []}  # parked, so handled
 
     bad, ok = traces.named("## record")
-    assert [type(e).__name__ for e in bad.exceptions] == ["BusinessRejection"]
-    assert (bad.annotations, ok.annotations, ok.exceptions) == (
-        {"correlation_id": "corr-bad"},
-        {"correlation_id": "corr-ok"},
+    assert [e["attributes"][0]["value"]["stringValue"] for e in bad.exceptions] == [
+        "relay.errors.BusinessRejection"
+    ]
+    assert bad.raw["status"]["code"] == 2
+    assert (bad.annotations["correlation_id"], ok.annotations["correlation_id"], ok.exceptions) == (
+        "corr-bad",
+        "corr-ok",
         [],
     )
 
@@ -218,7 +235,7 @@ def _outbox_handler() -> Any:
 
 
 def test_an_outbox_publisher_annotates_its_handler_with_the_correlation_id_its_records_share(
-    traces: RecordingProvider,
+    traces: RecordingExporter,
 ) -> None:
     event = ddb_stream_event(
         [item_insert(envelope(correlation_id="corr-a")), item_insert(envelope(correlation_id="corr-a"))]
@@ -228,11 +245,10 @@ def test_an_outbox_publisher_annotates_its_handler_with_the_correlation_id_its_r
 
     (outer,) = traces.named("## handler")
     assert outer.annotations["correlation_id"] == "corr-a"
-    assert outer.metadata == {}, "the response is not captured"
 
 
 def test_an_outbox_batch_of_several_requests_is_annotated_with_none_of_them(
-    traces: RecordingProvider,
+    traces: RecordingExporter,
 ) -> None:
     event = ddb_stream_event(
         [item_insert(envelope(correlation_id="corr-a")), item_insert(envelope(correlation_id="corr-b"))]
@@ -266,7 +282,7 @@ def _http_event(**headers: str) -> dict[str, Any]:
     ids=["the caller's x-correlation-id", "else API Gateway's request id"],
 )
 def test_an_api_annotates_its_handler_with_the_correlation_id_its_events_carry(
-    traces: RecordingProvider, headers: dict[str, str], correlation_id: str
+    traces: RecordingExporter, headers: dict[str, str], correlation_id: str
 ) -> None:
     from relay import api
 
@@ -276,10 +292,10 @@ def test_an_api_annotates_its_handler_with_the_correlation_id_its_events_carry(
 
     (outer,) = traces.named("## handler")
     assert outer.annotations["correlation_id"] == correlation_id
-    assert outer.metadata == {}, "the response (the resource returned) is not captured"
+    assert "12.50" not in str(traces.exports), "the response (the resource returned) is not recorded"
 
 
-def test_a_hostile_correlation_id_is_cut_to_what_x_ray_keeps(traces: RecordingProvider) -> None:
+def test_a_hostile_correlation_id_is_cut_to_what_x_ray_keeps(traces: RecordingExporter) -> None:
     from relay import api
 
     api.lambda_handler(FakeApp(), max_body_bytes=lambda: 1000)(
@@ -291,18 +307,16 @@ def test_a_hostile_correlation_id_is_cut_to_what_x_ray_keeps(traces: RecordingPr
 
 
 @pytest.fixture
-def authorizer(traces: RecordingProvider) -> Iterator[Any]:
+def authorizer(traces: RecordingExporter) -> Iterator[Any]:
     # The authorizer's handler is decorated at import: import it again with the recording Tracer, and
     # once more afterwards without it.
     import scores.handlers.authorizer as module
 
     yield importlib.reload(module)
-    observability._tracer = None
-    importlib.reload(module)
 
 
 def test_the_scores_authorizer_is_traced_and_annotated_with_the_request_id(
-    traces: RecordingProvider, authorizer: Any
+    traces: RecordingExporter, authorizer: Any
 ) -> None:
     event = {"routeKey": "POST /score-snapshots", "headers": {}, "requestContext": {"requestId": "req-gw-2"}}
 
@@ -311,4 +325,3 @@ def test_the_scores_authorizer_is_traced_and_annotated_with_the_request_id(
 
     (outer,) = traces.named("## handler")
     assert outer.annotations["correlation_id"] == "req-gw-2"
-    assert outer.metadata == {}

@@ -606,7 +606,7 @@ def queue_handler[W: AwsClients](
         def one(envelope: Envelope, ctx: RecordContext) -> None:
             # Each record in a subsegment of its own, annotated with its correlation id; parsing, parking
             # and backing off stay on the handler's.
-            with record_subsegment(envelope.correlation_id):
+            with record_subsegment(envelope.correlation_id, envelope.traceparent, envelope.ids):
                 handle(wired, envelope, ctx)
 
         # The RELAY_* variables belong to the queue consumer construct that invokes us (relay.consumer_env).

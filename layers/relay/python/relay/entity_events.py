@@ -116,6 +116,7 @@ _SHORT = {
     "ids": "d",
     "payload": "p",
     "claimCheck": "k",
+    "traceparent": "r",
 }
 _LONG = {short: name for name, short in _SHORT.items()}
 # The names an event left out because its item holds them (``held``), space-separated: an id's name,

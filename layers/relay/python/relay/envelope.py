@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from pydantic.alias_generators import to_camel
 from relay.errors import InvalidInput, UnknownVersion
 
 SUPPORTED_MAJOR_VERSIONS = frozenset({1})
+_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
 # Fixed namespace: changing it would change every eventId and defeat deduplication of re-publishes.
 _EVENT_ID_NAMESPACE = uuid.UUID("6f1d1a3e-6b2a-5c1e-9a57-1f0d0e6c7a11")
@@ -55,6 +57,14 @@ class Envelope(_Model):
     ids: dict[str, str] = Field(default_factory=dict)
     payload: dict[str, Any] | None = None
     claim_check: ClaimCheckRef | None = None
+    # The W3C traceparent of the span that produced the event (relay.tracing): its consumers' spans join
+    # that trace. Outside the payload hash; a malformed one is dropped, never a reason to park.
+    traceparent: str | None = None
+
+    @field_validator("traceparent", mode="before")
+    @classmethod
+    def _valid_traceparent(cls, value: Any) -> str | None:
+        return value if isinstance(value, str) and _TRACEPARENT.fullmatch(value) else None
 
     @field_validator("event_version")
     @classmethod
@@ -128,6 +138,7 @@ def new_envelope(
     causation_id: str | None = None,
     event_version: str = "1.0",
     occurred_at: datetime | None = None,
+    traceparent: str | None = None,
 ) -> Envelope:
     """Build an envelope whose eventId is ``build_event_id(event_type, *identity)``."""
     if isinstance(identity, str):
@@ -142,7 +153,14 @@ def new_envelope(
         ids=dict(ids),
         payload=dict(payload) if payload is not None else None,
         claim_check=claim_check,
+        traceparent=traceparent or _current_traceparent(),
     )
+
+
+def _current_traceparent() -> str | None:
+    from relay.tracing import traceparent
+
+    return traceparent()
 
 
 def canonical_json(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""Lazy Powertools Logger / Metrics / Tracer singletons and the kernel's EMF counters.
+"""Lazy Powertools Logger / Metrics singletons, the tracing entry points and the kernel's EMF counters.
 
 Metrics (namespace ``POWERTOOLS_METRICS_NAMESPACE``, default ``Relay``), all Count, dimensions
 ``service`` and ``eventType``:
@@ -21,10 +21,10 @@ ARN and memory size are left out of each line (``inject_lambda_context``): the l
 platform's REPORT line has the memory. They were a third of each line's bytes, and CloudWatch bills
 ingestion by the byte (docs/cost.md).
 
-Traces (X-Ray; every function has active tracing): the kernel's entry points run the handler in the
-Tracer's ``## handler`` subsegment (``trace_handler``) and annotate it, or each SQS record's own
-``## record`` subsegment (``record_subsegment``), with ``correlation_id``, so that
-``annotation.correlation_id = "..."`` finds one request's traces across functions.
+Traces (OpenTelemetry, ``relay.tracing``): the kernel's entry points run the handler in a ``## handler``
+span (``trace_handler``), each SQS record in its own ``## record`` span (``record_subsegment``) parented
+by the trace its event was produced in, and every span carries ``correlation_id``, so that
+``annotation.correlation_id = "..."`` finds one request's spans across functions.
 """
 
 from __future__ import annotations
@@ -39,21 +39,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast, overload
 
 if TYPE_CHECKING:
-    from aws_lambda_powertools import Logger, Metrics, Tracer
+    from aws_lambda_powertools import Logger, Metrics
 
 _lock = threading.Lock()
 _logger: Logger | None = None
 _metrics: Metrics | None = None
-_tracer: Tracer | None = None
-_tracer_loaded = False
 _pending: Counter[tuple[str, str]] | None = None
 
 METRIC_NAMES = ("Processed", "Duplicate", "Parked", "Retried", "PayloadConflict")
-
-CORRELATION_ID_ANNOTATION = "correlation_id"
-# X-Ray keeps an annotation value of at most 1,000 characters; an API's correlation id is the caller's
-# x-correlation-id header, of any length.
-_ANNOTATION_MAX_CHARS = 1000
 
 
 def service_name() -> str:
@@ -118,70 +111,86 @@ def metrics() -> Metrics:
     return _metrics
 
 
-def tracer() -> Tracer | None:
-    """The process-wide Powertools Tracer (service from POWERTOOLS_SERVICE_NAME), or None when there is
-    nothing to trace with: POWERTOOLS_TRACE_DISABLED is true (the tests and the local sandbox: no X-Ray
-    daemon) or aws_xray_sdk is not installed. A disabled Tracer would still build the X-Ray recorder,
-    about 0.2 s of botocore model loading in every process, to record nothing."""
-    global _tracer, _tracer_loaded
-    missing = False
-    if not _tracer_loaded:
-        with _lock:
-            if not _tracer_loaded:
-                if not _tracing_disabled():
-                    try:
-                        from aws_lambda_powertools.tracing import Tracer
-
-                        _tracer = Tracer(service=service_name())
-                    except ImportError:  # pragma: no cover - depends on the layer contents
-                        missing = True
-                _tracer_loaded = True
-    if missing:  # pragma: no cover - depends on the layer contents
-        logger().warning(
-            "aws_xray_sdk is not installed: traces carry no handler subsegments or correlation_id "
-            "annotations (Powertools' tracer extra belongs in the dependency layer)"
-        )
-    return _tracer
-
-
 def trace_handler[F: Callable[..., Any]](handler: F) -> F:
-    """``handler`` run in the Tracer's ``## handler`` subsegment (annotated ColdStart and Service; an
-    exception it raises is recorded), or ``handler`` itself without a Tracer.
+    """``handler`` run in a span of its own (``relay.tracing``: OpenTelemetry, exported to X-Ray's OTLP
+    endpoint when the invocation ends); an exception it raises is recorded on the span. Without tracing
+    (``OTEL_SDK_DISABLED``) the handler runs as it is and no OpenTelemetry module is imported.
 
-    The response is never captured (``capture_response=False``): an API's response is the resource it
-    returns (orders, payments, their amounts and customers), and trace metadata is readable by anyone
-    with X-Ray read access, outside the tables' access control and retention. A batch response holds
-    only ids, but one rule for every function keeps payloads out of traces as they are out of logs."""
-    active = tracer()
-    if active is None:
-        return handler
-    return cast("F", active.capture_lambda_handler(handler, capture_response=False))
+    The response is never recorded: an API's response is the resource it returns (orders, payments,
+    their amounts and customers), and trace data is readable by anyone with X-Ray read access, outside
+    the tables' access control and retention."""
+    import functools
+
+    from relay import tracing
+
+    @functools.wraps(handler)
+    def traced(event: Any, context: Any, *args: Any, **kwargs: Any) -> Any:
+        active = tracing.tracer()
+        if active is None:
+            return handler(event, context, *args, **kwargs)
+        name = str(getattr(context, "function_name", None) or service_name())
+        try:
+            with (
+                tracing.correlated(None),
+                active.start_as_current_span(
+                    f"## handler {name}",
+                    attributes={"faas.coldstart": _cold_start(), "service": service_name()},
+                ),
+            ):
+                return handler(event, context, *args, **kwargs)
+        finally:
+            tracing.flush()
+
+    return cast("F", traced)
+
+
+_warm = False
+
+
+def _cold_start() -> bool:
+    global _warm
+    cold, _warm = not _warm, True
+    return cold
 
 
 def annotate_correlation_id(correlation_id: str | None) -> None:
-    """Annotate the current (sub)segment with ``correlation_id`` (indexed by X-Ray, so searchable)."""
-    active = tracer()
-    if active is not None and correlation_id:
-        active.put_annotation(CORRELATION_ID_ANNOTATION, correlation_id[:_ANNOTATION_MAX_CHARS])
+    """Put ``correlation_id`` on the current span and on every span started after it in this context
+    (indexed by X-Ray as an annotation, so searchable)."""
+    from relay import tracing
+
+    tracing.set_correlation_id(correlation_id)
 
 
 @contextmanager
-def record_subsegment(correlation_id: str) -> Iterator[None]:
-    """One record's own ``## record`` subsegment, annotated with its ``correlation_id``.
+def record_subsegment(
+    correlation_id: str,
+    traceparent: str | None = None,
+    ids: Mapping[str, str] | None = None,
+    name: str = "## record",
+) -> Iterator[None]:
+    """One record's own span, with its ``correlation_id`` on it and on every span inside (its AWS calls).
+    Its parent is the trace the record's event was produced in (``traceparent``, from the envelope), so
+    one operation is one trace across API, stream, topic, queue and consumer; without one, the handler's."""
+    from relay import tracing
 
-    An annotation belongs to one (sub)segment and holds one value: on the handler's subsegment each
-    record of a batch would overwrite the one before, and only the last would be found. A subsegment
-    is cheap: an object and, when it closes, one small UDP datagram to the local X-Ray daemon (Powertools
-    streams subsegments instead of batching them), next to the record's own AWS calls, each a subsegment
-    already; X-Ray bills traces, not subsegments. X-Ray indexes at most 50 annotations per trace: the
-    default batch of 10 records fits, a batch of many more leaves its last records unfindable by it."""
-    active = tracer()
+    active = tracing.tracer()
     if active is None:
         yield
         return
-    with active.provider.in_subsegment(name="## record"):
-        annotate_correlation_id(correlation_id)
+    attributes = {f"relay.{key}": value for key, value in (ids or {}).items()}
+    with (
+        tracing.correlated(correlation_id),
+        active.start_as_current_span(
+            name, context=tracing.remote_context(traceparent), kind=_consumer_kind(), attributes=attributes
+        ),
+    ):
         yield
+
+
+def _consumer_kind() -> Any:
+    from opentelemetry.trace import SpanKind
+
+    return SpanKind.CONSUMER
 
 
 def record_metric(name: str, value: int = 1, event_type: str | None = None) -> None:
@@ -219,11 +228,6 @@ def metrics_batch() -> Iterator[None]:
 def _metrics_disabled() -> bool:
     # Same switch as Powertools Metrics (single_metric does not check it itself).
     return os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true", "yes", "on")
-
-
-def _tracing_disabled() -> bool:
-    # Powertools Tracer's own switch, read the same way.
-    return os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() in ("1", "true", "yes", "on")
 
 
 def _emit(event_type: str, values: Mapping[str, int]) -> None:
