@@ -11,6 +11,7 @@ by one that keeps the OTLP/JSON bodies it would send (the tests set OTEL_SDK_DIS
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -220,12 +221,14 @@ class FakeDdb:
         return {}
 
 
-def _outbox_handler() -> Any:
+def _outbox_handler(sns: FakeSns | None = None) -> Any:
     from relay.outbox import outbox_handler
 
     class Wiring:
-        sns = FakeSns()
-        ddb = FakeDdb()
+        pass
+
+    Wiring.sns = sns or FakeSns()  # type: ignore[attr-defined]
+    Wiring.ddb = FakeDdb()  # type: ignore[attr-defined]
 
     return outbox_handler(
         lambda: Wiring(),  # type: ignore[arg-type, type-var]
@@ -245,6 +248,23 @@ def test_an_outbox_publisher_annotates_its_handler_with_the_correlation_id_its_r
 
     (outer,) = traces.named("## handler")
     assert outer.annotations["correlation_id"] == "corr-a"
+
+
+def test_an_outbox_publish_is_a_span_in_the_events_trace_and_the_message_carries_it(
+    traces: RecordingExporter,
+) -> None:
+    produced = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    event = ddb_stream_event(
+        [item_insert(envelope(correlation_id="corr-a").model_copy(update={"traceparent": produced}))]
+    )
+    sns = FakeSns()
+    assert _outbox_handler(sns)(event, FakeContext()) == {"batchItemFailures": []}
+
+    (send,) = traces.named("publish ")
+    assert (send.trace_id, send.parent_id) == ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
+    assert send.raw["kind"] == 4 and send.annotations["correlation_id"] == "corr-a"
+    (message,) = sns.published
+    assert json.loads(message["Message"])["traceparent"] == f"00-{send.trace_id}-{send.span_id}-01"
 
 
 def test_an_outbox_batch_of_several_requests_is_annotated_with_none_of_them(

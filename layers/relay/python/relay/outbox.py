@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from relay import deadlines, entity_events
+from relay import deadlines, entity_events, tracing
 from relay.clients import AwsClients, default_client
 from relay.ddb import apply_write, deserialize_item
 from relay.envelope import Envelope
@@ -47,6 +47,7 @@ def sns_publisher(
 
     def publish(envelope: Envelope, row: Mapping[str, Any]) -> None:
         client = sns_client if sns_client is not None else default_client("sns")
+        envelope = tracing.produced(envelope, topic_arn)
         params: dict[str, Any] = {
             "TopicArn": topic_arn,
             "Message": envelope.to_json(),
@@ -99,6 +100,7 @@ def sns_batch_publisher(
             entries = []
             for index in range(start, end):
                 envelope, row = items[index]
+                envelope = tracing.produced(envelope, topic_arn)
                 entry: dict[str, Any] = {
                     "Id": str(index),
                     "Message": envelope.to_json(),
@@ -165,6 +167,7 @@ def bus_publisher(
         if envelope.event_type not in route.event_types:
             return
         client: EventBridgeClient = events_client if events_client is not None else default_client("events")
+        envelope = tracing.produced(envelope, route.event_bus)
         entry: PutEventsRequestEntryTypeDef = {
             "Source": route.source,
             "DetailType": envelope.event_type,

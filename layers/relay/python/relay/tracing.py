@@ -151,6 +151,30 @@ def traceparent() -> str | None:
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags) & 0x01:02x}"
 
 
+def produced[E](envelope: E, destination: str) -> E:
+    """``envelope`` as sent to ``destination``: a PRODUCER span ``publish <eventType>``, child of the span
+    that produced the event (its ``traceparent``), and the envelope's traceparent now that span's, so
+    its consumers' spans hang under the send (OpenTelemetry's messaging conventions: one "create"-like
+    span per message, the batch call beside it). Without tracing, ``envelope`` itself."""
+    active = tracer()
+    if active is None:
+        return envelope
+    from opentelemetry.trace import SpanKind
+
+    env: Any = envelope
+    with (
+        correlated(getattr(env, "correlation_id", None)),
+        active.start_as_current_span(
+            f"publish {env.event_type}",
+            context=remote_context(env.traceparent),
+            kind=SpanKind.PRODUCER,
+            attributes={"messaging.destination.name": destination, "relay.eventId": env.event_id},
+        ),
+    ):
+        current = traceparent()
+    return cast("E", env.model_copy(update={"traceparent": current})) if current else envelope
+
+
 def remote_context(value: str | None) -> Any | None:
     """An OpenTelemetry context whose parent is the ``traceparent`` ``value`` (None if invalid)."""
     if not value:
