@@ -82,6 +82,7 @@ class ConsumerSettings(_Strict):
     log_retention_days: int = Field(default=defaults.CONSUMERS.log_retention_days, ge=1)
     log_level: LogLevel = defaults.CONSUMERS.log_level
     log_sample_rate: float = Field(default=defaults.CONSUMERS.log_sample_rate, ge=0.0, le=1.0)
+    trace_sample_rate: float = Field(default=defaults.CONSUMERS.trace_sample_rate, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _window_needed_for_big_batches(self) -> ConsumerSettings:

@@ -59,6 +59,9 @@ FAST_CLOCK: dict[str, str] = {
     "SILENCE_SECONDS": "5",
 }
 KERNEL_VARIABLES = {"RELAY_BACKOFF_BASE_SECONDS", "RELAY_BACKOFF_CAP_SECONDS"}
+# The sandbox keeps every trace (the templates keep 5 %), so any operation's trace can be read back
+# (``emulator.traces``); where a function has the variable.
+TRACE_EVERYTHING: dict[str, str] = {"OTEL_TRACES_SAMPLER_ARG": "1"}
 
 
 @dataclass
@@ -132,6 +135,9 @@ class Sandbox(Stage):
         if "CALLBACK_ALLOW_LOOPBACK_HTTP" in spec.environment:
             # The sandbox's callback receivers are local fakes: http on loopback (refused on AWS).
             env["CALLBACK_ALLOW_LOOPBACK_HTTP"] = "true"
+        for variable, value in TRACE_EVERYTHING.items():
+            if variable in spec.environment:
+                env[variable] = value
         if self.config.fast_clock:
             for variable, value in {**FAST_CLOCK, **self.config.clock_overrides}.items():
                 if variable in spec.environment or (

@@ -83,6 +83,11 @@ class ConsumerDefaults:
     # Powertools log sampling (POWERTOOLS_LOGGER_SAMPLE_RATE): this fraction of invocations log at
     # DEBUG, so the happy path stays visible at 1 % of its log cost. 0 turns sampling off.
     log_sample_rate: float = 0.01
+    # The share of traces kept (OpenTelemetry's parent-based ratio sampler, OTEL_TRACES_SAMPLER_ARG):
+    # 5 %, X-Ray's default rule's rate. A trace is kept or dropped whole: the API's root span decides
+    # and every consumer follows the traceparent's sampled flag. Spans are billed as CloudWatch Logs
+    # ingestion (Transaction Search); 1.0 keeps every trace.
+    trace_sample_rate: float = 0.05
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,9 @@ class RelayFunction(Construct):
                 "POWERTOOLS_METRICS_NAMESPACE": settings.metrics_namespace,
                 "POWERTOOLS_LOG_LEVEL": consumers.log_level,
                 "POWERTOOLS_LOGGER_SAMPLE_RATE": f"{consumers.log_sample_rate:g}",
+                # relay.tracing's TracerProvider reads both (the OpenTelemetry SDK's own variables).
+                "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+                "OTEL_TRACES_SAMPLER_ARG": f"{consumers.trace_sample_rate:g}",
                 "RELAY_STAGE": settings.stage,
                 **(environment or {}),
             },

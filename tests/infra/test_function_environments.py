@@ -48,7 +48,9 @@ def test_each_function_environment_is_exactly_its_declaration(
                 continue  # a CDK-provided function (log retention, bucket notifications), not ours
             service, *_, module = handler.removesuffix(".handler").split(".")
             variables = set((properties.get("Environment") or {}).get("Variables", {}))
-            service_vars = {v for v in variables if not v.startswith("POWERTOOLS_") and v not in KERNEL}
+            service_vars = {
+                v for v in variables if not v.startswith(("POWERTOOLS_", "OTEL_")) and v not in KERNEL
+            }
             matching = [
                 d
                 for d in declarations(service).values()

@@ -66,3 +66,25 @@ def test_no_function_turns_its_tracer_off(app_templates: dict[str, dict[str, Any
         & set(template["Resources"][function_id]["Properties"].get("Environment", {}).get("Variables", {}))
     ]
     assert not disabled, disabled
+
+
+def test_every_function_samples_whole_traces_at_the_stages_rate(
+    app_templates: dict[str, dict[str, Any]],
+) -> None:
+    # Parent-based: the API's root span decides, every consumer follows the traceparent's sampled flag,
+    # so a trace is kept or dropped whole; 5 % by default (defaults.CONSUMERS.trace_sample_rate).
+    from infra.constructs import defaults
+
+    wrong = {
+        f"{stack}/{function_id}": (
+            variables.get("OTEL_TRACES_SAMPLER"),
+            variables.get("OTEL_TRACES_SAMPLER_ARG"),
+        )
+        for stack, function_id, template in _functions(app_templates)
+        for variables in [
+            template["Resources"][function_id]["Properties"].get("Environment", {}).get("Variables", {})
+        ]
+        if (variables.get("OTEL_TRACES_SAMPLER"), variables.get("OTEL_TRACES_SAMPLER_ARG"))
+        != ("parentbased_traceidratio", f"{defaults.CONSUMERS.trace_sample_rate:g}")
+    }
+    assert not wrong, wrong
