@@ -39,6 +39,7 @@ from typing import Any
 
 from emulator import iam_enforcer
 from emulator.server import GLUE_AGENT
+from emulator.sqs_admin import json_response
 from emulator.tallies import add, reset, snapshot
 
 CHUNK = 64 * 1024
@@ -342,11 +343,7 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
         if path == PATH:
             if environ.get("REQUEST_METHOD") == "DELETE":
                 reset()
-            payload = json.dumps(snapshot()).encode()
-            start_response(
-                "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
-            )
-            return [payload]
+            return json_response(start_response, "200 OK", snapshot())
         credential = iam_enforcer._credential(environ)
         if credential is None or path.startswith(iam_enforcer.CONTROL_PREFIX):
             return original(self, environ, start_response)

@@ -113,7 +113,8 @@ def queues_snapshot(base_url: str) -> dict[str, Any]:
     return {"queues": sorted(queues, key=lambda q: q["url"])}
 
 
-def _respond(start_response: Any, status: str, body: Any) -> list[bytes]:
+def json_response(start_response: Any, status: str, body: Any) -> list[bytes]:
+    """A WSGI JSON answer (the emulator's own control routes: this one, traces, the meter)."""
     payload = json.dumps(body).encode()
     start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
     return [payload]
@@ -125,14 +126,14 @@ def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
         if not path.startswith(PREFIX):
             return original(self, environ, start_response)
         if path != QUEUES_PATH:
-            return _respond(start_response, "404 Not Found", {"message": f"no such endpoint: {path}"})
+            return json_response(start_response, "404 Not Found", {"message": f"no such endpoint: {path}"})
         if environ.get("REQUEST_METHOD", "GET") != "GET":
-            return _respond(
+            return json_response(
                 start_response, "405 Method Not Allowed", {"message": f"{path} is read-only: GET"}
             )
         host = environ.get("HTTP_HOST") or f"{environ.get('SERVER_NAME')}:{environ.get('SERVER_PORT')}"
         base_url = f"{environ.get('wsgi.url_scheme', 'http')}://{host}"
-        return _respond(start_response, "200 OK", queues_snapshot(base_url))
+        return json_response(start_response, "200 OK", queues_snapshot(base_url))
 
     __call__.__wrapped__ = original  # type: ignore[attr-defined]
     return __call__

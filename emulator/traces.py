@@ -26,6 +26,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from emulator.sqs_admin import json_response
+
 OTLP_PATH = "/v1/traces"
 READ_PATH = "/_relay/traces"
 MAX_TRACES = 5000
@@ -132,12 +134,6 @@ def _span(raw: dict[str, Any], resource: dict[str, Any]) -> dict[str, Any]:
 STORE = TraceStore()
 
 
-def _respond(start_response: Any, status: str, body: Any) -> list[bytes]:
-    payload = json.dumps(body).encode()
-    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
-    return [payload]
-
-
 def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
     def __call__(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
         path = environ.get("PATH_INFO", "")
@@ -148,7 +144,7 @@ def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
             if "gzip" in (environ.get("HTTP_CONTENT_ENCODING") or ""):
                 body = gzip.decompress(body)
             if "json" not in (environ.get("CONTENT_TYPE") or ""):
-                return _respond(
+                return json_response(
                     start_response,
                     "415 Unsupported Media Type",
                     {"message": "the sandbox takes OTLP/JSON only"},
@@ -156,8 +152,8 @@ def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
             try:
                 STORE.add(json.loads(body or b"{}"))
             except (ValueError, KeyError, TypeError) as exc:
-                return _respond(start_response, "400 Bad Request", {"message": f"not OTLP/JSON: {exc}"})
-            return _respond(start_response, "200 OK", {"partialSuccess": {}})
+                return json_response(start_response, "400 Bad Request", {"message": f"not OTLP/JSON: {exc}"})
+            return json_response(start_response, "200 OK", {"partialSuccess": {}})
         if path == READ_PATH:
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
             one = {k: v[0] for k, v in query.items() if v}
@@ -166,7 +162,7 @@ def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
                 correlation_id=one.get("correlationId"),
                 operation_id=one.get("operationId"),
             )
-            return _respond(start_response, "200 OK", {"traces": traces})
+            return json_response(start_response, "200 OK", {"traces": traces})
         return original(self, environ, start_response)
 
     __call__.__wrapped__ = original  # type: ignore[attr-defined]
