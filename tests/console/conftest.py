@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from emulator.server import free_port
-from local.sandbox import Sandbox, SandboxConfig
+from local.sandbox import Sandbox
 from ops.app import App
 from ops.console.jobs import Redrives, Replays
 from ops.console.server import Console
+from tests.e2e.conftest import sandbox_config
 
 # The Makefile's CHROMIUM (exported), which its _browser target installs when missing.
 CHROMIUM = os.environ.get("CHROMIUM") or "/usr/bin/chromium"
@@ -38,15 +38,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    config = SandboxConfig(
-        emulator_port=free_port(),
-        api_port=0,
-        write_state=False,
-        log_dir=tmp_path_factory.mktemp("console-sandbox-logs"),
-    )
-    if os.environ.get("RELAY_CDK_OUT"):
-        config.cdk_out = Path(os.environ["RELAY_CDK_OUT"]).resolve()
-    with Sandbox(config, log=lambda *_: None) as running:
+    with Sandbox(sandbox_config(tmp_path_factory, "console-sandbox-logs"), log=lambda *_: None) as running:
         yield running
 
 

@@ -13,17 +13,23 @@ from emulator.server import free_port
 from local.sandbox import Sandbox, SandboxConfig
 
 
-@pytest.fixture(scope="session")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+def sandbox_config(tmp_path_factory: pytest.TempPathFactory, logs: str) -> SandboxConfig:
+    """A test sandbox's config: free ports, no state file, logs in a temporary folder, and the cloud
+    assembly ``RELAY_CDK_OUT`` names when set."""
     config = SandboxConfig(
         emulator_port=free_port(),
         api_port=0,
         write_state=False,
-        log_dir=tmp_path_factory.mktemp("sandbox-logs"),
+        log_dir=tmp_path_factory.mktemp(logs),
     )
     if os.environ.get("RELAY_CDK_OUT"):
         config.cdk_out = Path(os.environ["RELAY_CDK_OUT"]).resolve()
-    with Sandbox(config, log=lambda *_: None) as running:
+    return config
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    with Sandbox(sandbox_config(tmp_path_factory, "sandbox-logs"), log=lambda *_: None) as running:
         yield running
         nothing_left_behind(running)
 
