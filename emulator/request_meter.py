@@ -265,10 +265,24 @@ def _request_json(body: bytes) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
+def _messages(answer_bytes: bytes) -> list[Any]:
+    """The messages a ReceiveMessage answered."""
+    try:
+        return list(json.loads(answer_bytes).get("Messages", []))
+    except (ValueError, AttributeError):
+        return []
+
+
 def _billed(
-    service: str, action: str, body: bytes, answer_bytes: bytes, request: dict[str, Any] | None = None
+    service: str,
+    action: str,
+    body: bytes,
+    answer_bytes: bytes,
+    request: dict[str, Any] | None = None,
+    messages: list[Any] | None = None,
 ) -> tuple[float, int]:
-    """(billed units, 1 if an empty receive) of one request; ``request``: ``body`` already parsed."""
+    """(billed units, 1 if an empty receive) of one request; ``request``: ``body`` already parsed;
+    ``messages``: a ReceiveMessage's answer already parsed (``_messages``)."""
     if request is None:
         request = _request_json(body)
     if service == "sqs":
@@ -279,10 +293,8 @@ def _billed(
                 _chunks(sum(len(str(e.get("MessageBody", ""))) for e in request.get("Entries", [])))
             ), 0
         if action == "ReceiveMessage":
-            try:
-                messages = json.loads(answer_bytes).get("Messages", [])
-            except ValueError:
-                messages = []
+            if messages is None:
+                messages = _messages(answer_bytes)
             return float(_chunks(sum(len(str(m.get("Body", ""))) for m in messages))), 0 if messages else 1
         return 1.0, 0
     if service == "dynamodbstreams" and action == "GetRecords":
@@ -315,13 +327,18 @@ _BATCHES = {
 }
 
 
-def _entries(service: str, action: str, body: bytes, answer_bytes: bytes, request: dict[str, Any]) -> int:
-    """The messages, events or items one request carried (1 for a request of one)."""
+def _entries(
+    service: str,
+    action: str,
+    body: bytes,
+    answer_bytes: bytes,
+    request: dict[str, Any],
+    messages: list[Any] | None = None,
+) -> int:
+    """The messages, events or items one request carried (1 for a request of one); ``messages`` as
+    in ``_billed``."""
     if service == "sqs" and action == "ReceiveMessage":
-        try:
-            return len(json.loads(answer_bytes).get("Messages", []))
-        except (ValueError, AttributeError):
-            return 0
+        return len(messages if messages is not None else _messages(answer_bytes))
     if service == "dynamodb" and action == "BatchWriteItem":
         return sum(len(v) for v in (request.get("RequestItems") or {}).values())
     if service == "dynamodb" and action == "BatchGetItem":
@@ -361,7 +378,9 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
         if action in _ANSWER_MEASURED:
             answer = list(answer)
             body = b"".join(answer)
-        billed, empty = _billed(service, action, request.body, body, parsed)
+        # A receive's answer is read once, for its billed chunks and its message count.
+        messages = _messages(body) if service == "sqs" and action == "ReceiveMessage" else None
+        billed, empty = _billed(service, action, request.body, body, parsed, messages)
         if writes is not None:
             # An item changing under the measure (another thread): keep the request's measure.
             with contextlib.suppress(Exception):
@@ -372,7 +391,7 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
             action,
             billed=billed,
             empty=empty,
-            entries=_entries(service, action, request.body, body, parsed),
+            entries=_entries(service, action, request.body, body, parsed, messages),
         )
         return answer
 
