@@ -55,7 +55,6 @@ _JSON_DENIAL_TYPES = {
 class _Function:
     principal: Principal
     used: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # (policy, action, resource)
-    calls: Counter[str] = field(default_factory=Counter)  # "action resource" allowed
     # "operation action resource" allowed: the API operation that asked (a TransactWriteItems' Put is
     # authorized as dynamodb:PutItem; this tells it from a PutItem request)
     operation_calls: Counter[str] = field(default_factory=Counter)
@@ -156,6 +155,14 @@ def _record_denial(state: _State, function: str, check: Check, decision: Decisio
     print(f"IAM denied: {function}: {check.action} on {check.resource} ({decision.reason})", file=sys.stderr)
 
 
+def _calls(operation_calls: Counter[str]) -> Counter[str]:
+    """ "action resource" allowed, whichever operation asked."""
+    calls: Counter[str] = Counter()
+    for key, n in operation_calls.items():
+        calls[key.split(" ", 1)[1]] += n
+    return calls
+
+
 def _record_use(fn: _Function, check: Check, decision: Decision) -> None:
     keys = fn.grant_keys.get((check.action, check.resource))
     if keys is None:
@@ -168,7 +175,6 @@ def _record_use(fn: _Function, check: Check, decision: Decision) -> None:
         fn.grant_keys[(check.action, check.resource)] = keys
     for key in keys:
         fn.used[key] += 1
-    fn.calls[f"{check.action} {check.resource}"] += 1
     fn.operation_calls[f"{check.operation} {check.action} {check.resource}"] += 1
 
 
@@ -410,7 +416,7 @@ def report(state: _State) -> dict[str, Any]:
                 {
                     "function": caller.name,
                     "role": caller.role_arn,
-                    "calls": dict(fn.calls),
+                    "calls": dict(_calls(fn.operation_calls)),
                     "operation_calls": dict(fn.operation_calls),
                     "grants": granted,
                     "denied": dict(
