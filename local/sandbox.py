@@ -135,15 +135,14 @@ class Sandbox(Stage):
         if "CALLBACK_ALLOW_LOOPBACK_HTTP" in spec.environment:
             # The sandbox's callback receivers are local fakes: http on loopback (refused on AWS).
             env["CALLBACK_ALLOW_LOOPBACK_HTTP"] = "true"
-        for variable, value in TRACE_EVERYTHING.items():
-            if variable in spec.environment:
-                env[variable] = value
+        overrides = dict(TRACE_EVERYTHING)
         if self.config.fast_clock:
-            for variable, value in {**FAST_CLOCK, **self.config.clock_overrides}.items():
-                if variable in spec.environment or (
-                    variable in KERNEL_VARIABLES and "RELAY_QUEUE_URL" in spec.environment
-                ):
-                    env[variable] = value
+            overrides.update({**FAST_CLOCK, **self.config.clock_overrides})
+        for variable, value in overrides.items():
+            if variable in spec.environment or (
+                variable in KERNEL_VARIABLES and "RELAY_QUEUE_URL" in spec.environment
+            ):
+                env[variable] = value
         return env
 
     def stop_services(self) -> None:
