@@ -196,6 +196,7 @@ def measure(sb: Sandbox, flow: str, operations: int, drive: Drive) -> Measured:
         producer_publishes=producer,
         http_requests=http + (len(bridge.deliveries) if bridge else 0) - calls,
         seconds=time.monotonic() - started,
+        trace_sample_rates=_trace_sample_rates(sb),
         table_calls=[
             {
                 "function": key[0],
@@ -327,6 +328,14 @@ def snapshot_flow(sb: Sandbox, n: int) -> Drive:
 
 
 # -- pricing --------------------------------------------------------------------------------------
+
+
+def _trace_sample_rates(sb: Sandbox) -> dict[str, float]:
+    """Each function's share of traces kept as its template says (the sandbox overrides it to 1)."""
+    return {
+        name: float(spec.environment.get("OTEL_TRACES_SAMPLER_ARG", "1"))
+        for name, spec in sb.topology.functions.items()
+    }
 
 
 def _memory_gb(sb: Sandbox, function: str) -> float:

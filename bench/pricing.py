@@ -42,6 +42,9 @@ class Measured:
     periodic_runs: int = 0
     # (function, action, table, calls): which tables the DynamoDB requests touched (bench/cost.py).
     table_calls: list[dict[str, Any]] = field(default_factory=list)
+    # function -> the share of traces its template keeps (OTEL_TRACES_SAMPLER_ARG). The sandbox keeps
+    # every trace, so the spans it meters are priced at the deployed share.
+    trace_sample_rates: dict[str, float] = field(default_factory=dict)
 
 
 def billed_as(service: str, action: str, caller: str) -> tuple[str, str | None]:
@@ -74,7 +77,14 @@ def billed_as(service: str, action: str, caller: str) -> tuple[str, str | None]:
         return f"EventBridge {action}", "events.put"
     if service == "secretsmanager":
         return f"Secrets Manager {action}", "secretsmanager.api"
+    if service == "xray":
+        return "X-Ray spans (sampled share, as Logs ingestion)", "xray.spans_byte"
     return f"{service} {action}", None
+
+
+def _function_of(caller: str) -> str:
+    """The function a meter caller is, or acts for (``glue:esm (relay-dev-x)``)."""
+    return caller.rsplit("(", 1)[-1].rstrip(")") if caller.startswith("glue:") else caller
 
 
 def breakdown(m: Measured, duration_ms: float, memory_gb: Callable[[str], float]) -> dict[str, float]:
@@ -82,6 +92,8 @@ def breakdown(m: Measured, duration_ms: float, memory_gb: Callable[[str], float]
     lines: dict[str, float] = defaultdict(float)
     for row in m.requests:
         billed = float(row["billed"]) - row["empty"]  # idle polling: a fixed cost, not the operation's
+        if row["service"] == "xray":
+            billed *= m.trace_sample_rates.get(_function_of(row["caller"]), 1.0)
         line, key = billed_as(row["service"], row["action"], row["caller"])
         lines[line] += price(key, billed) if key else 0.0
     for function, count in m.invocations.items():

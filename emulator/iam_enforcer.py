@@ -225,6 +225,13 @@ def denied_response(service: str, method: str, message: str) -> tuple[int, dict[
             return 403, headers, json.dumps(sqs_body).encode()
         key = "Message" if service == "dynamodb" else "message"
         return 400, headers, json.dumps({"__type": _JSON_DENIAL_TYPES[service], key: message}).encode()
+    if service == "xray":  # REST-JSON: the error type in a header
+        headers = {
+            "Content-Type": "application/json",
+            "x-amzn-ErrorType": "AccessDeniedException",
+            "x-amzn-RequestId": request_id,
+        }
+        return 403, headers, json.dumps({"Message": message}).encode()
     escaped = message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     if service == "s3":
         headers = {"Content-Type": "application/xml", "x-amz-request-id": request_id}

@@ -11,7 +11,8 @@ here instead of passing a check it was never given.
 The service comes from the SigV4 credential scope (``Credential=AKID/date/region/<service>/aws4_request``),
 the operation from the protocol: ``X-Amz-Target`` for the JSON services (DynamoDB, Streams, SQS, Secrets
 Manager, KMS, EventBridge), ``Action=`` for the query services (SNS, STS, CloudWatch), method and path
-for S3 (path-style, as boto3 addresses a custom endpoint).
+for S3 (path-style, as boto3 addresses a custom endpoint) and for X-Ray's OTLP traces endpoint
+(``POST /v1/traces``, which AWS authorizes as ``xray:PutTraceSegments``).
 """
 
 from __future__ import annotations
@@ -342,6 +343,15 @@ def _query_service(prefix: str) -> Callable[[Request], list[Check]]:
     return checks
 
 
+def _xray(request: Request) -> list[Check]:
+    # The OTLP endpoint is authorized as the segment API is (X-Ray developer guide, "Setting up bearer
+    # token authentication for traces": "the OTLP traces endpoint, which is authorized as
+    # xray:PutTraceSegments"); X-Ray has no resource-level permissions for it.
+    if request.method == "POST" and request.path == "/v1/traces":
+        return [Check("xray:PutTraceSegments", "*", "PutTraceSegments")]
+    raise Unmodelled(f"X-Ray {request.method} {request.path}")
+
+
 def checks_for(
     request: Request,
     *,
@@ -369,4 +379,6 @@ def checks_for(
         return _query_service("sts")(request)
     if service == "monitoring":
         return _query_service("cloudwatch")(request)
+    if service == "xray":
+        return _xray(request)
     raise Unmodelled(f"requests to the {service} service")

@@ -16,6 +16,9 @@ Installed in the emulator process outermost (before IAM enforcement), it sees ea
   SendMessageBatch's, DeleteMessageBatch's or PutEvents' entries, a ReceiveMessage's messages, a
   transaction's or a batch write's items (one a request for the rest), so the capacity model counts
   messages, not requests;
+* an OTLP export to X-Ray's traces endpoint (``emulator.traces``) as action ``OTLP spans``, billed by
+  its uncompressed bytes (CloudWatch ingests spans as logs, priced per GB) with its spans as entries
+  (a refused export: its request, no bytes);
 * what never crosses HTTP is counted where it happens: SNS deliveries to SQS (``emulator.iam_enforcer``
   guards them) and the bus's deliveries to SQS targets (``emulator.bus_delivery``), via ``delivered``
   (action ``Deliver to SQS``; AWS charges neither).
@@ -366,6 +369,8 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(self, environ, start_response)
         access_key, region, service = credential
         request = iam_enforcer._request(environ, service, region, iam_enforcer.STATE.account)
+        if service == "xray":
+            return _spans_metered(original, self, environ, start_response, access_key, request.body)
         action = _action(environ, service, request.body)
         if service == "dynamodb" and action in _STREAM_ACTIONS:
             service = "dynamodbstreams"  # streams sign as dynamodb; AWS bills them apart
@@ -397,6 +402,30 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
 
     __call__.__wrapped__ = original  # type: ignore[attr-defined]
     return __call__
+
+
+def _spans_metered(
+    original: Callable[..., Any],
+    app: Any,
+    environ: dict[str, Any],
+    start_response: Any,
+    key: str,
+    body: bytes,
+) -> Any:
+    from emulator.traces import measure
+
+    status: list[str] = []
+
+    def started(line: str, headers: Any, *rest: Any) -> Any:
+        status.append(line)
+        return start_response(line, headers, *rest)
+
+    answer = original(app, environ, started)
+    accepted = bool(status) and status[0].startswith("200")
+    size, spans = measure(body) if accepted else (0, 0)  # a refused export ingests nothing
+    caller = _caller(key, str(environ.get("HTTP_USER_AGENT", "")))
+    add(caller, "xray", "OTLP spans", billed=float(size), empty=0, entries=spans)
+    return answer
 
 
 def install() -> Callable[[], None]:

@@ -111,6 +111,8 @@ from emulator.sqs_admin import install as serve_queue_ages
 serve_queue_ages()
 from emulator.cloudformation import install as describe_provisioned_stacks
 describe_provisioned_stacks()
+from emulator.traces import install as collect_traces
+collect_traces()
 from emulator.iam_enforcer import install as enforce_iam
 enforce_iam()
 from emulator.bus_delivery import install as deliver_bus_events
@@ -119,8 +121,6 @@ from emulator.request_meter import install as meter_requests
 meter_requests()
 from emulator.aws_faults import install as inject_faults
 inject_faults()
-from emulator.traces import install as collect_traces
-collect_traces()
 from moto.server import main
 sys.argv[0] = "moto_server"
 main(sys.argv[1:])

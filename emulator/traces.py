@@ -11,17 +11,24 @@ trace id (the newest ``MAX_TRACES`` traces), and read back without changing anyt
     -> 200 {"traces": [{"traceId", "spans": [{traceId, spanId, parentSpanId, name, kind, service,
              start, end, durationMs, status, correlationId, attributes, events, links}]}]}
 
-``operation_trace(endpoint, ...)`` is the client (the console's trace view calls it). Differences from
-AWS, named: OTLP/protobuf is answered 415 (the functions send JSON); the request is not IAM-checked.
+``operation_trace(endpoint, ...)`` is the client (the console's trace view calls it).
+
+As on AWS, an export is authorized as ``xray:PutTraceSegments`` against the signing function's role
+(``emulator.iam_requests``: the enforcer wraps this collector), an unsigned one is refused, and the
+endpoint's documented limits hold (CloudWatch "OTLP Endpoints": 5 MB uncompressed and 10,000 spans a
+request, 200 KB a span); AWS does not document the error code of a breach, so the sandbox answers 400
+``ValidationException`` naming the limit. The meter bills the uncompressed bytes as span ingestion
+(``emulator.request_meter``). Differences from AWS, named: OTLP/protobuf is answered 415 (the functions
+send JSON).
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import threading
 import urllib.parse
 import urllib.request
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +38,9 @@ from emulator.sqs_admin import json_response
 OTLP_PATH = "/v1/traces"
 READ_PATH = "/_relay/traces"
 MAX_TRACES = 5000
+MAX_REQUEST_BYTES = 5 * 1024 * 1024
+MAX_REQUEST_SPANS = 10_000
+MAX_SPAN_BYTES = 200 * 1024
 _KIND_NAMES = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 
 
@@ -134,15 +144,83 @@ def _span(raw: dict[str, Any], resource: dict[str, Any]) -> dict[str, Any]:
 STORE = TraceStore()
 
 
+def _refused(start_response: Any, status: str, error_type: str, message: str) -> list[bytes]:
+    body = json.dumps({"Message": message}).encode()
+    start_response(
+        status,
+        [
+            ("Content-Type", "application/json"),
+            ("x-amzn-ErrorType", error_type),
+            ("Content-Length", str(len(body))),
+        ],
+    )
+    return [body]
+
+
+def uncompressed(body: bytes) -> bytes:
+    """A gzip body inflated, at most one byte past the request limit (so a bomb stops there)."""
+    inflate = zlib.decompressobj(wbits=31)
+    data = inflate.decompress(body, MAX_REQUEST_BYTES + 1)
+    if not inflate.eof and len(data) <= MAX_REQUEST_BYTES:
+        raise EOFError("the gzip stream ends early")
+    return data
+
+
+def measure(body: bytes) -> tuple[int, int]:
+    """(uncompressed bytes, spans) of an OTLP/JSON export as sent (gzip or not): what the meter bills."""
+    try:
+        data = uncompressed(body) if body[:2] == b"\x1f\x8b" else body
+        request = json.loads(data or b"{}")
+        spans = sum(
+            len(scope.get("spans") or [])
+            for resource_spans in request.get("resourceSpans") or []
+            for scope in resource_spans.get("scopeSpans") or []
+        )
+    except (OSError, EOFError, zlib.error, ValueError, AttributeError, TypeError):
+        return len(body), 0
+    return len(data), spans
+
+
+def over_limit(body: bytes, request: dict[str, Any]) -> str | None:
+    """Which of the endpoint's limits an uncompressed OTLP/JSON ``body`` breaks, or None."""
+    if len(body) > MAX_REQUEST_BYTES:
+        return f"the request is over {MAX_REQUEST_BYTES} bytes uncompressed (the endpoint's limit)"
+    spans = [
+        raw
+        for resource_spans in request.get("resourceSpans") or []
+        for scope in resource_spans.get("scopeSpans") or []
+        for raw in scope.get("spans") or []
+    ]
+    if len(spans) > MAX_REQUEST_SPANS:
+        return f"the request has {len(spans)} spans; the limit is {MAX_REQUEST_SPANS}"
+    for raw in spans:
+        size = len(json.dumps(raw, separators=(",", ":")))
+        if size > MAX_SPAN_BYTES:
+            return f"span {raw.get('name', '?')!r} is {size} bytes; the limit is {MAX_SPAN_BYTES}"
+    return None
+
+
 def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
     def __call__(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
         path = environ.get("PATH_INFO", "")
         method = environ.get("REQUEST_METHOD", "GET")
         if path == OTLP_PATH and method == "POST":
+            if "Credential=" not in (environ.get("HTTP_AUTHORIZATION") or ""):
+                return _refused(
+                    start_response,
+                    "403 Forbidden",
+                    "MissingAuthenticationTokenException",
+                    "Missing Authentication Token (the OTLP endpoint takes SigV4-signed requests)",
+                )
             length = int(environ.get("CONTENT_LENGTH") or 0)
             body = environ["wsgi.input"].read(length) if length else b""
             if "gzip" in (environ.get("HTTP_CONTENT_ENCODING") or ""):
-                body = gzip.decompress(body)
+                try:
+                    body = uncompressed(body)
+                except (OSError, EOFError, zlib.error) as exc:
+                    return _refused(
+                        start_response, "400 Bad Request", "ValidationException", f"not gzip: {exc}"
+                    )
             if "json" not in (environ.get("CONTENT_TYPE") or ""):
                 return json_response(
                     start_response,
@@ -150,9 +228,15 @@ def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
                     {"message": "the sandbox takes OTLP/JSON only"},
                 )
             try:
-                STORE.add(json.loads(body or b"{}"))
-            except (ValueError, KeyError, TypeError) as exc:
-                return json_response(start_response, "400 Bad Request", {"message": f"not OTLP/JSON: {exc}"})
+                request = json.loads(body or b"{}")
+                breach = over_limit(body, request)
+                if breach:
+                    return _refused(start_response, "400 Bad Request", "ValidationException", breach)
+                STORE.add(request)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                return _refused(
+                    start_response, "400 Bad Request", "ValidationException", f"not OTLP/JSON: {exc}"
+                )
             return json_response(start_response, "200 OK", {"partialSuccess": {}})
         if path == READ_PATH:
             query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))

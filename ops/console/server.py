@@ -5,7 +5,8 @@ Routes (GET unless said):
 
 * ``/`` the page; ``/static/<file>`` its script and style sheet;
 * ``/api/info``: the stage, the endpoint, whether redrive is allowed;
-* ``/api/operations?q=&limit=``, ``/api/operations/<id>``; ``/api/orders?q=``, ``/api/orders/<id>``;
+* ``/api/operations?q=&limit=``, ``/api/operations/<id>``, ``/api/operations/<id>/trace`` (the
+  sandbox's spans of it, ``emulator.traces``); ``/api/orders?q=``, ``/api/orders/<id>``;
 * ``/api/queues``: every queue and DLQ (``ops status``) with each DLQ's parked messages from the ledger;
   ``/api/queues/<dlq>/parked``;
 * ``/api/alarms``: every alarm with its state and runbook commands (``ops status``);
@@ -198,6 +199,8 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, views.operations(app, _text(query, "q"), _limit(query))
             case ["operations", operation_id] if get:
                 return 200, views.operation(app, _id(operation_id, "operation id"))
+            case ["operations", operation_id, "trace"] if get:
+                return 200, views.trace(app, _id(operation_id, "operation id"))
             case ["orders"] if get:
                 return 200, views.orders(app, _text(query, "q"), _limit(query))
             case ["orders", order_id] if get:
@@ -271,6 +274,7 @@ _ROUTES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("info",), ("GET",)),
     (("operations",), ("GET",)),
     (("operations", "*"), ("GET",)),
+    (("operations", "*", "trace"), ("GET",)),
     (("orders",), ("GET",)),
     (("orders", "*"), ("GET",)),
     (("queues",), ("GET",)),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 import urllib.request
@@ -41,6 +42,66 @@ def operation(app: App, operation_id: str) -> dict[str, Any]:
     if view is None:
         raise NotFound(f"no operation {operation_id} in {app.name('payments', 'operations')}")
     return {**view, "terminal": _payments_terminal(str(view.get("status")))}
+
+
+def trace(app: App, operation_id: str) -> dict[str, Any]:
+    """An operation's trace as the sandbox's collector has it (``emulator.traces.operation_trace``): each
+    trace's spans in start order, with their depth under their parent and their start from the trace's
+    start, for a waterfall. On AWS the spans are in CloudWatch; the page says where to look."""
+    if not app.is_local:
+        return {
+            "available": False,
+            "note": "On AWS the spans are in CloudWatch (Transaction Search, or X-Ray traces): search "
+            "annotation.correlation_id for the operation's correlation id.",
+            "traces": [],
+        }
+    from emulator.traces import operation_trace
+
+    found = operation_trace(str(app.endpoint_url), operation_id=operation_id)
+    return {"available": True, "traces": [_waterfall(t) for t in found]}
+
+
+def _waterfall(found: dict[str, Any]) -> dict[str, Any]:
+    spans = found["spans"]
+    by_id = {s["spanId"]: s for s in spans}
+
+    def depth(span: dict[str, Any]) -> int:
+        seen, level = set(), 0
+        while span.get("parentSpanId") in by_id and span["spanId"] not in seen:
+            seen.add(span["spanId"])
+            span, level = by_id[span["parentSpanId"]], level + 1
+        return level
+
+    start = min(s["start"] for s in spans)
+    end = max(s["end"] for s in spans)
+    return {
+        "traceId": found["traceId"],
+        "durationMs": round((end - start) / 1e6, 3),
+        "functions": sorted({_function_name(s.get("function")) for s in spans if s.get("function")}),
+        "spans": [
+            {
+                "name": s["name"],
+                "service": s.get("service"),
+                "function": _function_name(s.get("function")),
+                "kind": s["kind"],
+                "status": s["status"],
+                "depth": depth(s),
+                "offsetMs": round((s["start"] - start) / 1e6, 3),
+                "durationMs": s["durationMs"],
+                "correlationId": s["correlationId"],
+                "orphan": bool(s.get("parentSpanId")) and s["parentSpanId"] not in by_id,
+            }
+            for s in spans
+        ],
+    }
+
+
+def _function_name(function: str | None) -> str | None:
+    """``relay-dev-payments-PaymentWorkerFunction4E210E59`` -> ``payments-PaymentWorker``."""
+    if not function:
+        return function
+    name = function.split("-", 2)[-1] if function.startswith("relay-") else function
+    return re.sub(r"Function[0-9A-F]{8}$", "", name)
 
 
 def orders(app: App, text: str, limit: int) -> dict[str, Any]:

@@ -339,3 +339,35 @@ def drain(sb: Sandbox, suffix: str) -> None:
             QueueUrl=url,
             Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
         )
+
+
+def test_an_operations_trace_is_drawn_from_the_spans_the_sandbox_collected(
+    sandbox: Sandbox, console: Console, page: Any, screenshots: Path
+) -> None:
+    from emulator.traces import operation_trace
+
+    response = api.post(sandbox, "/payments", json=payment(), headers={"Idempotency-Key": uuid.uuid4().hex})
+    operation_id = response.json()["operationId"]
+    wait_for(
+        "the payment completes",
+        lambda: api.get(sandbox, f"/operations/{operation_id}").json()["status"] == "COMPLETED",
+    )
+
+    def one_trace_across_the_flow() -> Any:
+        found = operation_trace(sandbox.endpoint, operation_id=operation_id)
+        # The API's handler, then the payment worker's and the invoice worker's records under it.
+        across = [t for t in found if len({s["function"] for s in t["spans"]}) >= 3]
+        return across and found
+
+    found = wait_for("the operation's spans from 3 functions in one trace", one_trace_across_the_flow)
+    page.goto(f"{console.url}#/operation/{operation_id}")
+    traces = page.locator("#operation-trace .trace")
+    expect(traces).to_have_count(len(found))
+    rows = page.locator("#operation-trace tr.span")
+    expect(rows).to_have_count(sum(len(t["spans"]) for t in found))
+    expect(page.locator("#operation-trace tr.span[data-kind=PRODUCER]")).not_to_have_count(0)
+    expect(page.locator("#operation-trace tr.span[data-kind=CONSUMER]")).not_to_have_count(0)
+    expect(
+        page.locator('#operation-trace tr.span[data-function="payments-PaymentWorker"]')
+    ).not_to_have_count(0)
+    page.locator("#operation-trace").screenshot(path=str(screenshots / "trace.png"))

@@ -89,3 +89,137 @@ def test_a_failed_export_is_dropped_without_failing_the_work() -> None:
         pass
     buffer.export_now()
     assert exporter.failures == 1
+
+
+# -- the collector behind the emulator's IAM enforcer and meter, as the emulator installs them ---------
+
+
+@pytest.fixture
+def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    from emulator import iam_enforcer, request_meter
+    from emulator.server import free_port
+
+    original, traces.STORE = traces.STORE, traces.TraceStore()
+    removers = [traces.install(), iam_enforcer.install(), request_meter.install()]  # emulator.server's order
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+        for remove in reversed(removers):
+            remove()
+        traces.STORE = original
+
+
+def _model(endpoint: str, statements: list[dict[str, Any]]) -> None:
+    import json
+    import urllib.request
+
+    from emulator.server import ACCOUNT_ID, REGION
+
+    role = f"arn:aws:iam::{ACCOUNT_ID}:role/worker-role"
+    model = {
+        "account": ACCOUNT_ID,
+        "region": REGION,
+        "functions": [
+            {
+                "function": "worker",
+                "accessKeyId": "ASIAWORKER",
+                "role": role,
+                "policies": [{"name": "worker/DefaultPolicy", "document": {"Statement": statements}}],
+            }
+        ],
+        "resourcePolicies": {},
+        "queues": [],
+    }
+    put = urllib.request.Request(
+        f"{endpoint}/_relay/iam/model", data=json.dumps(model).encode(), method="PUT"
+    )
+    urllib.request.urlopen(put).read()
+
+
+def _export(
+    endpoint: str, body: bytes, *, key: str | None = "ASIAWORKER", compress: bool = True
+) -> tuple[int, Any]:
+    import gzip
+    import json
+    import urllib.error
+    import urllib.request
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    data = gzip.compress(body) if compress else body  # not compressed: sent as gzip all the same
+    headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+    request = AWSRequest(method="POST", url=endpoint + traces.OTLP_PATH, data=data, headers=headers)
+    if key:
+        SigV4Auth(Credentials(key, "testing"), "xray", "us-east-1").add_auth(request)
+    sent = urllib.request.Request(
+        request.url, data=data, headers=dict(request.headers.items()), method="POST"
+    )
+    try:
+        with urllib.request.urlopen(sent) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, {"type": error.headers.get("x-amzn-ErrorType"), **json.loads(error.read())}
+
+
+def _spans(*names: str, attribute: str = "") -> bytes:
+    import json
+
+    spans = [
+        {
+            "traceId": "0af7651916cd43dd8448eb211c80319c",
+            "spanId": f"{i + 1:016x}",
+            "name": name,
+            "kind": 2,
+            "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2",
+            "attributes": [{"key": "correlation_id", "value": {"stringValue": "corr-iam" + attribute}}],
+        }
+        for i, name in enumerate(names)
+    ]
+    return json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]}).encode()
+
+
+def test_an_export_is_authorized_as_put_trace_segments_and_metered_by_its_bytes(emulator: str) -> None:
+    import json
+    import urllib.request
+
+    body = _spans("## handler a", "## record")
+    _model(emulator, [{"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "*"}])
+    status, answer = _export(emulator, body)
+    assert (status, answer["type"]) == (403, "AccessDeniedException")
+    assert "is not authorized to perform: xray:PutTraceSegments on resource: *" in answer["Message"]
+    assert traces.STORE.find(correlation_id="corr-iam") == []  # nothing denied was kept
+
+    # What Tracing.ACTIVE grants every function (infra/constructs/function.py).
+    _model(emulator, [{"Effect": "Allow", "Action": ["xray:PutTraceSegments"], "Resource": "*"}])
+    assert _export(emulator, body) == (200, {"partialSuccess": {}})
+    assert [s["name"] for s in traces.STORE.find(correlation_id="corr-iam")[0]["spans"]] == [
+        "## handler a",
+        "## record",
+    ]
+    meter = json.loads(urllib.request.urlopen(emulator + "/_relay/iam/meter").read())
+    (row,) = [r for r in meter if r["service"] == "xray"]
+    assert row["caller"] == "worker"
+    assert (row["action"], row["entries"]) == ("OTLP spans", 2)
+    assert (row["requests"], row["billed"]) == (2, len(body))  # the uncompressed bytes the accepted one sent
+
+
+def test_an_export_aws_would_refuse_is_refused_with_its_reason(emulator: str) -> None:
+    _model(emulator, [{"Effect": "Allow", "Action": "xray:PutTraceSegments", "Resource": "*"}])
+    assert _export(emulator, _spans("x"), key=None)[1]["type"] == "MissingAuthenticationTokenException"
+    status, answer = _export(emulator, _spans("big", attribute="x" * (traces.MAX_SPAN_BYTES + 1)))
+    assert (status, answer["type"]) == (400, "ValidationException")
+    assert "span 'big' is" in answer["Message"] and str(traces.MAX_SPAN_BYTES) in answer["Message"]
+    status, answer = _export(emulator, b"\x1f\x8b not really gzip", compress=False)
+    assert (status, answer["type"]) == (400, "ValidationException") and "not gzip" in answer["Message"]
+    many = _spans(*["s"] * (traces.MAX_REQUEST_SPANS + 1))
+    assert "spans; the limit is 10000" in _export(emulator, many)[1]["Message"]
+    assert traces.STORE.find(correlation_id="corr-iam") == []

@@ -128,8 +128,45 @@ async function operationPage(id) {
         el("td", {}, e.inItem ? "from the item, by the stream publisher" : when(e.publishedAt))))) : el("p", { class: "muted" }, "None."),
       el("h2", {}, "Parked messages (from the parked ledger: no receive)"), el("div", { id: "operation-parked" }, parkedList(v.parked)),
       el("h2", {}, "Claim checks"), el("pre", { class: "log" }, JSON.stringify(v.claimChecks || {}, null, 2)),
+      el("h2", {}, "Trace"), traceSection(v.operationId),
       v.terminal ? null : el("h2", {}, "Replay"), v.terminal ? null : replayPanel(v));
   } catch (error) { main().append(showError(error)); }
+}
+
+// The operation's spans as the sandbox collected them (GET /api/operations/<id>/trace): one waterfall a
+// trace, each span a row indented under its parent, its bar placed on the trace's own time axis.
+function traceSection(id) {
+  const box = el("div", { id: "operation-trace" }, el("p", { class: "muted" }, "Loading the trace…"));
+  const refresh = el("button", { class: "secondary", id: "trace-refresh" }, "Reload the trace");
+  const load = async () => {
+    try {
+      const t = await api(`/api/operations/${encodeURIComponent(id)}/trace`);
+      if (!t.available) { box.replaceChildren(el("p", { class: "muted", id: "trace-elsewhere" }, t.note)); return; }
+      if (!t.traces.length) { box.replaceChildren(el("p", { class: "muted", id: "trace-none" }, "No spans collected for this operation yet (a function exports its spans when its invocation ends).")); return; }
+      box.replaceChildren(...t.traces.map(waterfall));
+    } catch (error) { box.replaceChildren(showError(error)); }
+  };
+  refresh.addEventListener("click", load);
+  load();
+  return el("div", {}, box, refresh);
+}
+
+function waterfall(t) {
+  const W = 420, total = Math.max(t.durationMs, 0.001);
+  const rows = t.spans.map((s) => {
+    const x = (W * s.offsetMs) / total, w = Math.max(2, (W * s.durationMs) / total);
+    const bar = svg("svg", { width: W, height: 12, viewBox: `0 0 ${W} 12`, role: "img", "aria-label": `${s.durationMs} ms` },
+      svg("rect", { x: x.toFixed(1), y: 2, width: w.toFixed(1), height: 8, rx: 2, fill: s.status === "ERROR" ? "#b42318" : "#2457c5" }));
+    return el("tr", { class: "span", "data-function": s.function || "", "data-kind": s.kind },
+      el("td", { class: "mono" }, "\u00a0\u00a0".repeat(s.depth), s.orphan ? "\u2026 " : "", s.name),
+      el("td", { class: "mono" }, s.function || s.service || "-"), el("td", {}, s.kind.toLowerCase()),
+      el("td", { class: "num" }, `${s.offsetMs.toFixed(1)}`), el("td", { class: "num" }, `${s.durationMs.toFixed(1)}`),
+      el("td", {}, badge(s.status === "ERROR" ? "error" : s.status === "OK" ? "ok" : s.status)), el("td", {}, bar));
+  });
+  return el("div", { class: "card trace", "data-trace-id": t.traceId },
+    el("div", {}, el("strong", {}, `trace ${t.traceId}`), el("span", { class: "muted" },
+      ` — ${t.spans.length} spans, ${t.durationMs.toFixed(1)} ms, functions: ${t.functions.join(", ")}`)),
+    table(["span", "function", "kind", "start ms#", "ms#", "status", "when"], rows, { class: "trace-table" }));
 }
 
 function replayPanel(v) {
