@@ -209,6 +209,7 @@ bench: install ## print benchmark figures (never asserted)
 	$(BIN)/python bench/moto_transactions_bench.py
 	$(BIN)/python bench/moto_query_bench.py
 	$(BIN)/python bench/sigv4_bench.py
+	$(BIN)/python bench/tracing_bench.py
 	PYTHONPATH=. $(BIN)/python bench/sandbox_bench.py
 
 demo: $(BIN)/.sandbox-installed node_modules/.installed ## the main job: run the whole app locally and drive a payments scenario; exits 0 only if the invariants hold

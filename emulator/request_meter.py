@@ -370,7 +370,7 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
         access_key, region, service = credential
         request = iam_enforcer._request(environ, service, region, iam_enforcer.STATE.account)
         if service == "xray":
-            return _spans_metered(original, self, environ, start_response, access_key, request.body)
+            return _spans_metered(original, self, environ, start_response, access_key)
         action = _action(environ, service, request.body)
         if service == "dynamodb" and action in _STREAM_ACTIONS:
             service = "dynamodbstreams"  # streams sign as dynamodb; AWS bills them apart
@@ -405,24 +405,12 @@ def _metered(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _spans_metered(
-    original: Callable[..., Any],
-    app: Any,
-    environ: dict[str, Any],
-    start_response: Any,
-    key: str,
-    body: bytes,
+    original: Callable[..., Any], app: Any, environ: dict[str, Any], start_response: Any, key: str
 ) -> Any:
-    from emulator.traces import measure
+    from emulator.traces import ACCEPTED
 
-    status: list[str] = []
-
-    def started(line: str, headers: Any, *rest: Any) -> Any:
-        status.append(line)
-        return start_response(line, headers, *rest)
-
-    answer = original(app, environ, started)
-    accepted = bool(status) and status[0].startswith("200")
-    size, spans = measure(body) if accepted else (0, 0)  # a refused export ingests nothing
+    answer = original(app, environ, start_response)
+    size, spans = environ.get(ACCEPTED, (0, 0))  # set by the collector when it kept the spans
     caller = _caller(key, str(environ.get("HTTP_USER_AGENT", "")))
     add(caller, "xray", "OTLP spans", billed=float(size), empty=0, entries=spans)
     return answer

@@ -83,11 +83,13 @@ class ConsumerDefaults:
     # Powertools log sampling (POWERTOOLS_LOGGER_SAMPLE_RATE): this fraction of invocations log at
     # DEBUG, so the happy path stays visible at 1 % of its log cost. 0 turns sampling off.
     log_sample_rate: float = 0.01
-    # The share of traces kept (OpenTelemetry's parent-based ratio sampler, OTEL_TRACES_SAMPLER_ARG):
-    # 5 %, X-Ray's default rule's rate. A trace is kept or dropped whole: the API's root span decides
-    # and every consumer follows the traceparent's sampled flag. Spans are billed as CloudWatch Logs
-    # ingestion (Transaction Search); 1.0 keeps every trace.
-    trace_sample_rate: float = 0.05
+    # The share of traces kept (OpenTelemetry's parent-based ratio sampler, OTEL_TRACES_SAMPLER_ARG).
+    # A trace is kept or dropped whole: the API's root span decides and every consumer follows the
+    # traceparent's sampled flag. Spans are billed as CloudWatch Logs ingestion (Transaction Search): at
+    # 5 % (X-Ray's default rule's rate) they cost a payment $0.54 per 1M, at 1 % a fifth of that
+    # (docs/cost.md, lever 4). Any operation's log lines are found by its correlation id, traced or not;
+    # a stage being investigated raises it, 1.0 keeps every trace.
+    trace_sample_rate: float = 0.01
 
 
 @dataclass(frozen=True)

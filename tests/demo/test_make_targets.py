@@ -130,6 +130,7 @@ def test_make_bench_runs_at_its_small_size() -> None:
         "handler_import_ratio",
         "patched_client_us_per_transaction",
         "aws_iam_over_none_ratio",
+        "otel_import_ratio",
         "sandbox_ops_per_second",
     ):
         assert re.search(rf"^{figure}: \S", run.stdout, re.MULTILINE), f"make bench printed no {figure}"

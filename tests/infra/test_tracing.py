@@ -72,7 +72,7 @@ def test_every_function_samples_whole_traces_at_the_stages_rate(
     app_templates: dict[str, dict[str, Any]],
 ) -> None:
     # Parent-based: the API's root span decides, every consumer follows the traceparent's sampled flag,
-    # so a trace is kept or dropped whole; 5 % by default (defaults.CONSUMERS.trace_sample_rate).
+    # so a trace is kept or dropped whole; 1 % by default (defaults.CONSUMERS.trace_sample_rate).
     from infra.constructs import defaults
 
     wrong = {
