@@ -86,10 +86,11 @@ LOST_REPLY_FAKES = ("legacy", "invoices", "shipping")
 # How each of them loses a committed reply, in turn: an error, a dropped connection, or a hang past the
 # caller's timeout (real time spent, as a slow partner costs on AWS).
 LOST_REPLY_MODES = ("hang", "500", "drop")
-# Of the partners' calls, rate / TIMEOUT_SHARE hang for TIMEOUT_SLEEP_SECONDS (longer than any client's
-# timeout: the partners' is 10 s) and then fail without effect.
+# Of the partners' calls, rate / TIMEOUT_SHARE hang for TIMEOUT_SLEEP_SECONDS and then fail without
+# effect: longer than any client's timeout (the partners' 10 s, scaled like the functions' timeouts:
+# local.sandbox.PARTNER_TIMEOUTS), on the same scaled clock.
 TIMEOUT_SHARE = 10
-TIMEOUT_SLEEP_SECONDS = 11.0
+TIMEOUT_SLEEP_SECONDS = 11.0 * TIME_SCALE
 # A partner fault kind is injected this many times in expectation, at the least, however short the run:
 # at the stage's rates a 60-operation run expected 1.6 timeouts (none in one run in five, which then
 # failed). 4 leaves about 2 % a kind; 6 doubled the short run's time (hangs and their visibility waits).
@@ -464,8 +465,8 @@ class Chaos:
         sb.mappings.duplicates.set_late_rate(rate / LATE_SHARE, seed=self.seed + 3)
         aws_faults.configure(sb.endpoint, rate=rate, seed=self.seed + 2)
         for i, (name, fake) in enumerate(self.fakes().items()):
-            # Timeouts that take real time: a call that hangs past every client's timeout (the longest
-            # is the partners' 10 s) and then fails without effect, and (below) one that commits first.
+            # Timeouts that take real time: a call that hangs past every client's (scaled) timeout and
+            # then fails without effect, and (below) one that commits first.
             knobs: dict[str, Any] = {
                 "fail_rate_5xx": rate / 2,
                 "timeout_rate": self.at_least(rate / TIMEOUT_SHARE, PARTNER_CALLS_PER_OPERATION),

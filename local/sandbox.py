@@ -59,7 +59,11 @@ FAST_CLOCK: dict[str, str] = {
     "SILENCE_SECONDS": "5",
 }
 KERNEL_VARIABLES = {"RELAY_BACKOFF_BASE_SECONDS", "RELAY_BACKOFF_CAP_SECONDS"}
-# The sandbox keeps every trace (the templates keep 5 %), so any operation's trace can be read back
+# The functions' timeouts for their calls to partners, scaled with their own timeouts when the stage's
+# clock is (``time_scale``): a payment worker's 60 s against the legacy system's 10 s is 20 s against
+# 3.3 s, not 20 s against 10 s, where one hung call in a batch would time the whole batch out.
+PARTNER_TIMEOUTS = ("LEGACY_TIMEOUT_SECONDS", "HTTP_TIMEOUT_SECONDS", "NOTICE_TIMEOUT_SECONDS")
+# The sandbox keeps every trace (the templates keep 1 %), so any operation's trace can be read back
 # (``emulator.traces``); where a function has the variable.
 TRACE_EVERYTHING: dict[str, str] = {"OTEL_TRACES_SAMPLER_ARG": "1"}
 
@@ -136,6 +140,14 @@ class Sandbox(Stage):
             # The sandbox's callback receivers are local fakes: http on loopback (refused on AWS).
             env["CALLBACK_ALLOW_LOOPBACK_HTTP"] = "true"
         overrides = dict(TRACE_EVERYTHING)
+        if self.config.time_scale != 1.0:
+            overrides.update(
+                {
+                    v: f"{float(spec.environment[v]) * self.config.time_scale:.2f}"
+                    for v in PARTNER_TIMEOUTS
+                    if v in spec.environment
+                }
+            )
         if self.config.fast_clock:
             overrides.update({**FAST_CLOCK, **self.config.clock_overrides})
         for variable, value in overrides.items():
