@@ -70,6 +70,16 @@ def park_a_payment(sb: Sandbox) -> tuple[str, str, str, bytes]:
     return operation_id, bucket, key, original
 
 
+def completed_payment(sb: Sandbox) -> str:
+    response = api.post(sb, "/payments", json=payment(), headers={"Idempotency-Key": uuid.uuid4().hex})
+    operation_id = str(response.json()["operationId"])
+    wait_for(
+        "the payment completes",
+        lambda: api.get(sb, f"/operations/{operation_id}").json()["status"] == "COMPLETED",
+    )
+    return operation_id
+
+
 def shot(page: Any, folder: Path, name: str, *, full_page: bool = True) -> None:
     page.screenshot(path=str(folder / f"{name}.png"), full_page=full_page)
 
@@ -287,12 +297,7 @@ def test_search_by_correlation_id_finds_the_operation(sandbox: Sandbox, console:
 def test_the_iam_meter_and_chart_pages_draw_what_the_sandbox_measured(
     sandbox: Sandbox, console: Console, page: Any, screenshots: Path
 ) -> None:
-    response = api.post(sandbox, "/payments", json=payment(), headers={"Idempotency-Key": uuid.uuid4().hex})
-    operation_id = response.json()["operationId"]
-    wait_for(
-        "a payment completes",
-        lambda: api.get(sandbox, f"/operations/{operation_id}").json()["status"] == "COMPLETED",
-    )
+    completed_payment(sandbox)
     # A poison message parked, so the DLQ's depth is above zero for as long as the test needs: a sample
     # (the console takes one a second here) sees it.
     sqs = client("sqs", sandbox.endpoint)
@@ -346,12 +351,7 @@ def test_an_operations_trace_is_drawn_from_the_spans_the_sandbox_collected(
 ) -> None:
     from emulator.traces import operation_trace
 
-    response = api.post(sandbox, "/payments", json=payment(), headers={"Idempotency-Key": uuid.uuid4().hex})
-    operation_id = response.json()["operationId"]
-    wait_for(
-        "the payment completes",
-        lambda: api.get(sandbox, f"/operations/{operation_id}").json()["status"] == "COMPLETED",
-    )
+    operation_id = completed_payment(sandbox)
 
     def one_trace_across_the_flow() -> Any:
         found = operation_trace(sandbox.endpoint, operation_id=operation_id)

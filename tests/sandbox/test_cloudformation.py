@@ -14,26 +14,19 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from moto.server import ThreadedMotoServer
 
 from emulator import cloudformation
 from emulator.cloudformation import StackDescription, StackOutput
 from emulator.provision import Provisioner
-from emulator.server import ACCOUNT_ID, REGION, free_port
+from emulator.server import ACCOUNT_ID, REGION
 from emulator.templates import Stack
+from tests.sandbox.moto_server import moto_server
 
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    remove = cloudformation.install()
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-        remove()
+    with moto_server(cloudformation.install) as url:
+        yield url
 
 
 def cfn(endpoint: str, region: str = REGION) -> Any:

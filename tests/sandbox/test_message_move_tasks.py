@@ -18,25 +18,17 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from moto.server import ThreadedMotoServer
 
 from emulator import sqs_admin
 from emulator.patches import message_move_tasks, sqs_queue_attributes
 from emulator.server import ACCOUNT_ID, REGION, free_port
+from tests.sandbox.moto_server import moto_server
 
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    removes = [sqs_queue_attributes.install(), message_move_tasks.install(), sqs_admin.install()]
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-        for remove in reversed(removes):
-            remove()
+    with moto_server(sqs_queue_attributes.install, message_move_tasks.install, sqs_admin.install) as url:
+        yield url
 
 
 @pytest.fixture

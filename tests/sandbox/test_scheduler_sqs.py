@@ -20,16 +20,16 @@ from typing import Any, cast
 
 import pytest
 from moto import mock_aws
-from moto.server import ThreadedMotoServer
 
 from emulator import eventbridge, iam_enforcer
 from emulator.control import ControlServer, fire_remote
 from emulator.eventbridge import EventBridge, Firing, SchedulerClock, fires_more_than_hourly, iso
 from emulator.iam_report import denials, enforce, fetch_report
 from emulator.provision import Provisioner, RetryPolicy, ScheduleSpec, Topology
-from emulator.server import ACCOUNT_ID, REGION, client, free_port
+from emulator.server import ACCOUNT_ID, REGION, client
 from emulator.templates import Stack
 from local.__main__ import firing_report
+from tests.sandbox.moto_server import moto_server as serve_moto
 
 STACK = "SchedSqs"
 SCHEDULE = "tick"
@@ -202,15 +202,8 @@ def test_a_schedule_the_sandbox_cannot_fire_is_reported_with_the_reason(
 
 @pytest.fixture(scope="module")
 def moto_server() -> Iterator[str]:
-    remove = iam_enforcer.install()
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-        remove()
+    with serve_moto(iam_enforcer.install) as url:
+        yield url
 
 
 @dataclass

@@ -96,50 +96,22 @@ def test_a_failed_export_is_dropped_without_failing_the_work() -> None:
 
 @pytest.fixture
 def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
     from emulator import iam_enforcer, request_meter
-    from emulator.server import free_port
+    from tests.sandbox.moto_server import moto_server
 
     original, traces.STORE = traces.STORE, traces.TraceStore()
-    removers = [traces.install(), iam_enforcer.install(), request_meter.install()]  # emulator.server's order
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        # emulator.server's order: the collector inside the IAM enforcer, the meter outside both.
+        with moto_server(traces.install, iam_enforcer.install, request_meter.install) as url:
+            yield url
     finally:
-        server.stop()
-        for remove in reversed(removers):
-            remove()
         traces.STORE = original
 
 
 def _model(endpoint: str, statements: list[dict[str, Any]]) -> None:
-    import json
-    import urllib.request
+    from tests.sandbox.test_iam import _put_model  # the function "worker", access key ASIAWORKER
 
-    from emulator.server import ACCOUNT_ID, REGION
-
-    role = f"arn:aws:iam::{ACCOUNT_ID}:role/worker-role"
-    model = {
-        "account": ACCOUNT_ID,
-        "region": REGION,
-        "functions": [
-            {
-                "function": "worker",
-                "accessKeyId": "ASIAWORKER",
-                "role": role,
-                "policies": [{"name": "worker/DefaultPolicy", "document": {"Statement": statements}}],
-            }
-        ],
-        "resourcePolicies": {},
-        "queues": [],
-    }
-    put = urllib.request.Request(
-        f"{endpoint}/_relay/iam/model", data=json.dumps(model).encode(), method="PUT"
-    )
-    urllib.request.urlopen(put).read()
+    _put_model(endpoint, statements, {})
 
 
 def _export(
