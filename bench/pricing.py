@@ -82,18 +82,13 @@ def billed_as(service: str, action: str, caller: str) -> tuple[str, str | None]:
     return f"{service} {action}", None
 
 
-def _function_of(caller: str) -> str:
-    """The function a meter caller is, or acts for (``glue:esm (relay-dev-x)``)."""
-    return caller.rsplit("(", 1)[-1].rstrip(")") if caller.startswith("glue:") else caller
-
-
 def breakdown(m: Measured, duration_ms: float, memory_gb: Callable[[str], float]) -> dict[str, float]:
     """$ per operation, by line (service: what). ``memory_gb``: a function's configured memory."""
     lines: dict[str, float] = defaultdict(float)
     for row in m.requests:
         billed = float(row["billed"]) - row["empty"]  # idle polling: a fixed cost, not the operation's
-        if row["service"] == "xray":
-            billed *= m.trace_sample_rates.get(_function_of(row["caller"]), 1.0)
+        if row["service"] == "xray":  # exported by the function's own code, never by the glue
+            billed *= m.trace_sample_rates.get(row["caller"], 1.0)
         line, key = billed_as(row["service"], row["action"], row["caller"])
         lines[line] += price(key, billed) if key else 0.0
     for function, count in m.invocations.items():

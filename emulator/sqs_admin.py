@@ -113,10 +113,15 @@ def queues_snapshot(base_url: str) -> dict[str, Any]:
     return {"queues": sorted(queues, key=lambda q: q["url"])}
 
 
-def json_response(start_response: Any, status: str, body: Any) -> list[bytes]:
+def json_response(
+    start_response: Any, status: str, body: Any, headers: tuple[tuple[str, str], ...] = ()
+) -> list[bytes]:
     """A WSGI JSON answer (the emulator's own control routes: this one, traces, the meter)."""
     payload = json.dumps(body).encode()
-    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+    start_response(
+        status,
+        [("Content-Type", "application/json"), *headers, ("Content-Length", str(len(payload)))],
+    )
     return [payload]
 
 

@@ -33,6 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from emulator import iam_enforcer
 from emulator.sqs_admin import json_response
 
 OTLP_PATH = "/v1/traces"
@@ -146,16 +147,8 @@ STORE = TraceStore()
 
 
 def _refused(start_response: Any, status: str, error_type: str, message: str) -> list[bytes]:
-    body = json.dumps({"Message": message}).encode()
-    start_response(
-        status,
-        [
-            ("Content-Type", "application/json"),
-            ("x-amzn-ErrorType", error_type),
-            ("Content-Length", str(len(body))),
-        ],
-    )
-    return [body]
+    """An error as the REST-JSON endpoint answers it: its type in ``x-amzn-ErrorType``."""
+    return json_response(start_response, status, {"Message": message}, (("x-amzn-ErrorType", error_type),))
 
 
 def uncompressed(body: bytes) -> bytes:
@@ -191,7 +184,7 @@ def _handle(original: Callable[..., Any]) -> Callable[..., Any]:
         path = environ.get("PATH_INFO", "")
         method = environ.get("REQUEST_METHOD", "GET")
         if path == OTLP_PATH and method == "POST":
-            if "Credential=" not in (environ.get("HTTP_AUTHORIZATION") or ""):
+            if iam_enforcer._credential(environ) is None:
                 return _refused(
                     start_response,
                     "403 Forbidden",

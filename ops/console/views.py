@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import threading
 import time
 import urllib.request
@@ -62,6 +61,10 @@ def trace(app: App, operation_id: str) -> dict[str, Any]:
 
 
 def _waterfall(found: dict[str, Any]) -> dict[str, Any]:
+    from bench.capacity import (
+        function_of,
+    )  # relay-dev-payments-PaymentWorkerFunction4E210E59 -> payments-PaymentWorker
+
     spans = found["spans"]
     by_id = {s["spanId"]: s for s in spans}
 
@@ -77,12 +80,12 @@ def _waterfall(found: dict[str, Any]) -> dict[str, Any]:
     return {
         "traceId": found["traceId"],
         "durationMs": round((end - start) / 1e6, 3),
-        "functions": sorted({_function_name(s.get("function")) for s in spans if s.get("function")}),
+        "functions": sorted({function_of(s["function"]) for s in spans if s.get("function")}),
         "spans": [
             {
                 "name": s["name"],
                 "service": s.get("service"),
-                "function": _function_name(s.get("function")),
+                "function": function_of(s["function"]) if s.get("function") else None,
                 "kind": s["kind"],
                 "status": s["status"],
                 "depth": depth(s),
@@ -94,14 +97,6 @@ def _waterfall(found: dict[str, Any]) -> dict[str, Any]:
             for s in spans
         ],
     }
-
-
-def _function_name(function: str | None) -> str | None:
-    """``relay-dev-payments-PaymentWorkerFunction4E210E59`` -> ``payments-PaymentWorker``."""
-    if not function:
-        return function
-    name = function.split("-", 2)[-1] if function.startswith("relay-") else function
-    return re.sub(r"Function[0-9A-F]{8}$", "", name)
 
 
 def orders(app: App, text: str, limit: int) -> dict[str, Any]:

@@ -19,7 +19,7 @@ def test_spans_are_priced_as_logs_ingestion_at_the_templates_sampled_share() -> 
     measured = Measured(
         flow="payments",
         operations=1,
-        requests=[_spans("relay-dev-api", GB), _spans("glue:stream (relay-dev-publisher)", GB)],
+        requests=[_spans("relay-dev-api", GB), _spans("relay-dev-publisher", GB)],
         trace_sample_rates={"relay-dev-api": 0.05, "relay-dev-publisher": 0.5},
     )
     (figure,) = [v for k, v in breakdown(measured, 10, lambda _f: 0.25).items() if k.startswith("X-Ray")]
