@@ -195,10 +195,11 @@ class Scenario:
         poison_id = self.poison()
         print(f"  {len(self.accepted)} payments accepted; poison message {poison_id[:8]} sent", file=out)
         duplicates_sent: int | None = None  # None: not injected yet
-        deadline = time.time() + 100
+        waiting = lifecycle.Patience()
+        snap = snapshot(self.sb.state())
         # Progress comes from one table scan a second (cheap); each operation is then read once
         # over HTTP, so the watching does not compete with the work for the 2 cores.
-        while time.time() < deadline:
+        while waiting.more((snap["operations"], snap["queues"], duplicates_sent)):
             snap = snapshot(self.sb.state())
             terminal = sum(n for state, n in snap["operations"].items() if state in TERMINAL)
             if not self.outage_started and snap["operations"].get("PENDING", 0) < len(self.accepted):

@@ -24,6 +24,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from emulator.server import client
+from local import lifecycle
 from local.sandbox import PROJECT_ROOT, Sandbox, stream_records
 from ops.seed_stock import DEFAULT_FILE, load_levels, seed_stock
 
@@ -74,10 +75,11 @@ class OrdersScenario:
         result: dict[str, Any] = response.json() if response.status_code == 200 else {}
         return result
 
-    def _wait(self, order_ids: list[str], done: Any, timeout: float) -> dict[str, dict[str, Any]]:
+    def _wait(self, order_ids: list[str], done: Any) -> dict[str, dict[str, Any]]:
+        """The orders' views once ``done`` holds for each, or once they stopped changing."""
         views: dict[str, dict[str, Any]] = {}
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        waiting = lifecycle.Patience()
+        while waiting.more(repr(sorted(views.items()))):
             views = {o: self._order(o) for o in order_ids}
             if all(done(v) for v in views.values()):
                 break
@@ -115,7 +117,7 @@ class OrdersScenario:
         if not order_ids:
             return
         rejected = order_ids[-1]
-        views = self._wait(order_ids, lambda v: v.get("status") in ("RESERVED", "REJECTED"), 45)
+        views = self._wait(order_ids, lambda v: v.get("status") in ("RESERVED", "REJECTED"))
         cancelled = order_ids[1]
         self._post(f"/orders/{cancelled}/cancel", None, 200)
         for order_id in order_ids:
@@ -158,8 +160,8 @@ class OrdersScenario:
             file=self.out,
         )
         order_ids = list(self.baskets)
-        views = self._wait(order_ids, lambda v: v.get("status") in ("PAID", "CANCELLED", "REJECTED"), 90)
-        self.read.wait_idle(30)
+        views = self._wait(order_ids, lambda v: v.get("status") in ("PAID", "CANCELLED", "REJECTED"))
+        self.read.wait_idle()
         events = self.read.events(order_ids)
         notified = self.sb.webhook.deliveries_by_key()
         archive = self.read.archive()
@@ -251,13 +253,8 @@ class OrdersScenario:
             ),
             0,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            views = {o: self._order(o) for o in self.expected}
-            if all(views[o].get("shipment") for o in paid):
-                break
-            time.sleep(0.5)
-        self.read.wait_idle(30)
+        self._wait(list(self.expected), lambda v: v.get("status") != "PAID" or v.get("shipment"))
+        self.read.wait_idle()
         shipments = self.sb.shipping.shipments_by_order()
         customers = {o: f"customer-{i:02d}" for i, o in enumerate(self.baskets)}
         accounts = {o: self._points(customers[o]) for o in self.expected}
@@ -358,10 +355,14 @@ class OrdersReader:
                 total += sum(int(v) for v in attrs.values())
         return total
 
-    def wait_idle(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.queued(dlqs=False) and self.sb.in_flight() == 0:
+    def wait_idle(self, stall: float = 30) -> bool:
+        """True once the orders' queues and the runtime are idle; False once that stopped moving
+        for ``stall`` seconds."""
+        waiting = lifecycle.Patience(stall=stall)
+        queued = in_flight = -1
+        while waiting.more((queued, in_flight)):
+            queued, in_flight = self.queued(dlqs=False), self.sb.in_flight()
+            if not queued and not in_flight:
                 return True
             time.sleep(0.5)
         return False

@@ -21,6 +21,29 @@ if TYPE_CHECKING:
 
 SWEEP_SCHEDULE = "payments-sweep"
 SWEEPS_QUEUE = "payments-sweeps"
+STALL_SECONDS = 60.0  # a wait gives up after this long with nothing moving
+WAIT_CAP_SECONDS = 900.0  # and in any case after this long
+
+
+class Patience:
+    """A wait that lasts as long as the work moves: it gives up after ``stall`` seconds in which
+    what it watches did not change, or after ``cap`` seconds in all. On a machine busy with other
+    work (the test suite's other workers) the same work takes 3x longer, and still finishes.
+
+    ``waiting.more(progress)`` is True while the loop should go on; ``progress`` is any value that
+    changes when work is done (a count, a tuple of states)."""
+
+    def __init__(self, stall: float = STALL_SECONDS, cap: float = WAIT_CAP_SECONDS) -> None:
+        self.stall = stall
+        self.started = self.moved = time.monotonic()
+        self.cap = cap
+        self.last: object = None
+
+    def more(self, progress: object) -> bool:
+        now = time.monotonic()
+        if progress != self.last:
+            self.last, self.moved = progress, now
+        return now - self.moved < self.stall and now - self.started < self.cap
 
 
 def operations_table(tables: Any) -> str:

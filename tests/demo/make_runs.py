@@ -46,4 +46,10 @@ def local_args(state_dir: Path) -> str:
 
 
 def tail(run: subprocess.CompletedProcess[str], n: int = 4000) -> str:
-    return f"exit {run.returncode}\n--- stdout\n{run.stdout[-n:]}\n--- stderr\n{run.stderr[-n:]}"
+    """The run's exit code, its FAIL lines wherever they are (a long output's tail may not hold
+    them), then the ends of stdout and stderr."""
+    failed = "\n".join(line for line in run.stdout.splitlines() if line.lstrip().startswith("FAIL "))
+    return (
+        f"exit {run.returncode}\n--- FAIL lines\n{failed or '(none)'}\n"
+        f"--- stdout\n{run.stdout[-n:]}\n--- stderr\n{run.stderr[-n:]}"
+    )
