@@ -562,7 +562,7 @@ class Chaos:
         self.cpu = {part: cpu_after[part] - cpu_before[part] for part in cpu_after}
         self.disarm()
         lifecycle.sweep_now(self.sb, timeout=120)
-        self.read.wait_idle(stall=120)
+        self.read.wait_idle(stall=120, cap=120)
         return self.verdict(settled)
 
     def queued(self) -> tuple[int, int]:

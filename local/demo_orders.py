@@ -355,10 +355,10 @@ class OrdersReader:
                 total += sum(int(v) for v in attrs.values())
         return total
 
-    def wait_idle(self, stall: float = 30) -> bool:
+    def wait_idle(self, stall: float = 30, cap: float = lifecycle.WAIT_CAP_SECONDS) -> bool:
         """True once the orders' queues and the runtime are idle; False once that stopped moving
-        for ``stall`` seconds."""
-        waiting = lifecycle.Patience(stall=stall)
+        for ``stall`` seconds, or after ``cap`` seconds."""
+        waiting = lifecycle.Patience(stall=stall, cap=cap)
         queued = in_flight = -1
         while waiting.more((queued, in_flight)):
             queued, in_flight = self.queued(dlqs=False), self.sb.in_flight()
