@@ -196,10 +196,10 @@ class Scenario:
         print(f"  {len(self.accepted)} payments accepted; poison message {poison_id[:8]} sent", file=out)
         duplicates_sent: int | None = None  # None: not injected yet
         waiting = lifecycle.Patience()
-        snap = snapshot(self.sb.state())
+        snap: dict[str, Any] = {}
         # Progress comes from one table scan a second (cheap); each operation is then read once
         # over HTTP, so the watching does not compete with the work for the 2 cores.
-        while waiting.more((snap["operations"], snap["queues"], duplicates_sent)):
+        while waiting.more((snap.get("operations"), snap.get("queues"), duplicates_sent)):
             snap = snapshot(self.sb.state())
             terminal = sum(n for state, n in snap["operations"].items() if state in TERMINAL)
             if not self.outage_started and snap["operations"].get("PENDING", 0) < len(self.accepted):

@@ -79,7 +79,7 @@ class OrdersScenario:
         """The orders' views once ``done`` holds for each, or once they stopped changing."""
         views: dict[str, dict[str, Any]] = {}
         waiting = lifecycle.Patience()
-        while waiting.more(repr(sorted(views.items()))):
+        while waiting.more(views):
             views = {o: self._order(o) for o in order_ids}
             if all(done(v) for v in views.values()):
                 break

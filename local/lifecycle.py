@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 SWEEP_SCHEDULE = "payments-sweep"
 SWEEPS_QUEUE = "payments-sweeps"
 STALL_SECONDS = 60.0  # a wait gives up after this long with nothing moving
-WAIT_CAP_SECONDS = 300.0  # and in any case after this long (3x the demo's payments alone)
+WAIT_CAP_SECONDS = 300.0  # and in any case after this long
 
 
 class Patience:
