@@ -29,7 +29,7 @@ COST_JSON ?= .sandbox/cost.json
 OPENAPI_DIR ?= functions
 PYTHON_SOURCES := app.py infra functions layers/relay/python emulator local ops tests bench scripts examples
 
-.PHONY: _browser chaos cost cost-scale capacity openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint _cfn-lint checkov _checkov _templates pytest unit handlers infra e2e test test-profile bench demo local deploy diff destroy stateful-manifest smoke clean
+.PHONY: _browser chaos cost cost-scale capacity openapi help install lock check-locks lint fmt hooks typecheck synth cfn-lint _cfn-lint checkov _checkov _templates _tools pytest unit handlers infra e2e test test-profile bench demo local deploy diff destroy stateful-manifest smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -181,9 +181,14 @@ e2e: $(BIN)/.installed node_modules/.installed ## the end-to-end tests: the whol
 	$(BIN)/python -m pytest -q -n $(if $(filter 0,$(WORKERS)),0,2) tests/e2e $(PYTEST_ARGS)
 
 # Locks and lint first (seconds, and they fail fast); then one synth; then mypy, cfn-lint + checkov and
-# pytest side by side, each target's output printed whole when it ends (--output-sync).
+# pytest side by side, each target's output printed whole when it ends (--output-sync). mypy, cfn-lint and
+# checkov run at a lower CPU priority (nice), as pytest's in-process workers do: the sandboxes' clocks are
+# real (tests/scheduling.py).
 test: check-locks lint synth $(CHECKOV_VENV)/.installed ## everything CI runs: locks, lint, synth + nag + guards, then types, cfn-lint + checkov and pytest side by side
-	$(MAKE) --no-print-directory -j3 --output-sync=target typecheck _templates pytest
+	$(MAKE) --no-print-directory -j2 --output-sync=target _tools pytest
+
+_tools:
+	nice -n 10 $(MAKE) --no-print-directory -j2 --output-sync=target typecheck _templates
 
 _templates: _cfn-lint
 	$(MAKE) --no-print-directory _checkov

@@ -33,7 +33,14 @@ def pytest_collection_modifyitems(config: object, items: list[object]) -> None:
 
 def pytest_configure(config: object) -> None:
     """The tests' in-process moto (``mock_aws``) refuses what AWS refuses, as the emulator's server does:
-    the request limits and validation rules moto leaves out (``emulator.limits``)."""
+    the request limits and validation rules moto leaves out (``emulator.limits``). An xdist worker that runs
+    no sandbox yields the CPU to those that do (tests/scheduling.py)."""
     from emulator.limits import install
 
     install()
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        from tests.scheduling import NICE, is_lane
+
+        if not is_lane(str(workerinput["workerid"])):
+            os.nice(NICE)

@@ -11,6 +11,12 @@ something costly to build, which one worker builds once.
 - tests/infra synthesize the whole app in process once per worker (session fixtures, jsii): one scope.
 
 The sandboxes mostly wait on their own latency rather than on a core, so four workers keep two cores busy.
+But a sandbox keeps time as AWS does (visibility and function timeouts, the chaos run's scaled clock): four
+of them side by side on two cores, beside mypy and checkov, starved each other until functions timed out
+and messages went to their DLQs with no reason (CI at aa36708: 9 failures, 46 min). So the work that
+starts a sandbox (`starts_a_sandbox`) runs on the first `LANES` workers only, one unit after another on
+each, and the other workers take the in-process tests, at a lower CPU priority (`NICE`, set by
+tests/conftest.py) so that a sandbox's clock is not starved by them.
 
 Why a scheduler and not `--dist loadgroup` with `xdist_group` marks: with pytest 9.2, pytest-xdist 3.8's
 loadgroup no longer groups anything (it appends the group to `item._nodeid`, which pytest's structured node
@@ -50,6 +56,30 @@ DEMO = "tests/demo/"
 SLOW = ("tests/handlers/payments/test_payments_pipeline.py", "tests/handlers/orders/test_orders_pipeline.py")
 
 
+# The demo's make targets that start a sandbox (`make bench` includes the sandbox bench).
+SANDBOX_TARGETS = (
+    "tests/demo/test_make_sandbox_targets.py",
+    "tests/demo/test_make_targets.py::test_make_bench",
+)
+# How many workers run the sandboxes: two cores, two sandboxes at a time.
+LANES = 2
+# The other workers' CPU priority (os.nice): below the sandboxes, whose clocks are real.
+NICE = 10
+
+
+def starts_a_sandbox(nodeid: str) -> bool:
+    """Whether the test (or its scope) runs a sandbox or an emulator stage: a lane's work."""
+    scope = scope_of(nodeid)
+    return scope in ("chaos", "e2e", "e2e-api", "examples", "console") or nodeid.startswith(
+        (DEMO + "test_demo_output.py", *SANDBOX_TARGETS)
+    )
+
+
+def is_lane(worker_id: str) -> bool:
+    """Whether an xdist worker (``gw0``, ``gw1``, ...) is one of the `LANES` that run the sandboxes."""
+    return worker_id.startswith("gw") and worker_id[2:].isdigit() and int(worker_id[2:]) < LANES
+
+
 def rank(nodeid: str) -> int:
     """Longest work first, so no worker picks up a long unit near the end: chaos (one test, minutes), the
     two e2e scopes and the example's stage, the handlers' pipeline tests, infra (one synth, then many
@@ -79,3 +109,25 @@ class SandboxScheduling(LoadScopeScheduling):  # type: ignore[misc]
 
     def _split_scope(self, nodeid: str) -> str:
         return scope_of(nodeid)
+
+    def _takes(self, node: Any, scope: str) -> bool:
+        return is_lane(node.gateway.id) or not starts_a_sandbox(scope)
+
+    def _assign_work_unit(self, node: Any) -> None:
+        """The first unit in the queue this worker may take (a lane: any; another worker: one that starts
+        no sandbox); a worker left with none is shut down, and the lanes finish the queue."""
+        scope = next((s for s in self.workqueue if self._takes(node, s)), None)
+        if scope is None:
+            if not node.shutting_down:
+                node.shutdown()
+            return
+        self.workqueue.move_to_end(scope, last=False)
+        super()._assign_work_unit(node)
+
+    def _reschedule(self, node: Any) -> None:
+        if node.shutting_down:
+            return
+        if not any(self._takes(node, s) for s in self.workqueue):
+            node.shutdown()  # nothing in the queue for this worker: it stops once its own work is done
+            return
+        super()._reschedule(node)

@@ -43,3 +43,72 @@ def test_the_scheduler_splits_scopes_by_path_not_by_node_id_suffix():
     split = SandboxScheduling._split_scope
     assert split(None, "tests/e2e/test_bus_e2e.py::test_x") == "e2e"
     assert split(None, "tests/unit/test_x.py::test_y") == "tests/unit/test_x.py::test_y"
+
+
+def test_only_the_lanes_run_sandboxes_and_every_test_runs_once():
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    from tests.scheduling import LANES, is_lane, order, starts_a_sandbox
+
+    class Worker:
+        def __init__(self, worker_id: str) -> None:
+            self.gateway = SimpleNamespace(id=worker_id)
+            self.shutting_down = False
+            self.queue: list[int] = []
+
+        def send_runtest_some(self, indexes: list[int]) -> None:
+            assert not self.shutting_down
+            self.queue += indexes
+
+        def shutdown(self) -> None:
+            self.shutting_down = True
+
+    items = [
+        SimpleNamespace(nodeid=n)
+        for n in [
+            *(f"tests/unit/test_u{i}.py::t" for i in range(6)),
+            "tests/e2e/test_payments_e2e.py::a",
+            "tests/e2e/test_payments_e2e.py::b",
+            "tests/e2e/test_smoke_e2e.py::a",
+            "tests/chaos/test_chaos.py::t",
+            "tests/console/test_console_browser.py::t",
+            "tests/demo/test_demo_output.py::t",
+            "tests/demo/test_make_sandbox_targets.py::test_make_chaos",
+            "tests/demo/test_make_targets.py::test_make_bench_runs_at_its_small_size",
+            "tests/demo/test_make_targets.py::test_the_readme_lists_the_targets",
+            *(f"tests/handlers/test_h{i}.py::t" for i in range(6)),
+        ]
+    ]
+    order(items)
+    collection = [item.nodeid for item in items]
+    sched = SandboxScheduling.__new__(SandboxScheduling)
+    sched.numnodes, sched.collection, sched.log = 4, None, lambda *_: None
+    sched.workqueue, sched.assigned_work, sched.registered_collections = OrderedDict(), {}, {}
+    sched.config = SimpleNamespace(option=SimpleNamespace(loadscopereorder=False))
+    workers = [Worker(f"gw{i}") for i in range(4)]
+    for worker in workers:
+        sched.add_node(worker)
+        sched.add_node_collection(worker, collection)
+    sched.schedule()
+
+    ran: list[tuple[str, str]] = []
+    while any(w.queue for w in workers):
+        for worker in workers:
+            if worker.queue:
+                index = worker.queue.pop(0)
+                ran.append((worker.gateway.id, collection[index]))
+                sched.mark_test_complete(worker, index)
+    assert sorted(nodeid for _, nodeid in ran) == sorted(collection)  # each once
+    sandboxes = [(w, n) for w, n in ran if starts_a_sandbox(n)]
+    assert len(sandboxes) == 8 and all(is_lane(w) for w, _ in sandboxes), sandboxes
+    in_process = {w for w, n in ran if not starts_a_sandbox(n)}
+    assert in_process - {f"gw{i}" for i in range(LANES)}  # the other workers take the in-process tests
+    assert sched.tests_finished and all(w.shutting_down for w in workers)
+
+
+def test_the_lanes_are_the_first_workers():
+    from tests.scheduling import LANES, is_lane
+
+    assert [is_lane(f"gw{i}") for i in range(4)] == [i < LANES for i in range(4)]
+    assert not is_lane("master")
