@@ -266,6 +266,7 @@ def _chaos(args: argparse.Namespace) -> int:
     config.time_scale = TIME_SCALE
     config.max_workers_per_function = CHAOS_WORKERS
     config.clock_overrides = dict(CLOCK)
+    config.trace_everything = False  # the run reads no trace: the templates' sampling
     sandbox = Sandbox(config)
     try:
         sandbox.start()

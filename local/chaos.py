@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import sys
@@ -79,6 +80,10 @@ CLIENT_ATTEMPTS = 8
 # operation waiting in it then reads as stranded and is re-driven (a 10,000 run measured it). A
 # closed loop keeps the wait well inside the silence: 400 messages drain in about two minutes here.
 BACKLOG_LIMIT = 400
+# Held back this long with the backlog over the limit and never lower, the senders stop sending and the run
+# fails with the reason: the work is not draining (as long as ``settle`` waits at least).
+BACKLOG_STALL_SECONDS = 600.0
+BACKLOG_READ_EVERY = 3.0  # seconds between two reads of the backlog
 SENDERS = 8  # client threads
 POISON_KINDS = ("not-json", "not-an-envelope", "unknown-version", "unknown-operation")
 FAKES = ("legacy", "invoices", "shipping", "reports", "webhook", "receiver")
@@ -172,6 +177,8 @@ class Chaos:
         self.stop = threading.Event()
         self.backlog = 0  # the work queues' messages, as last read by ``watch_backlog``
         self.held_back = 0.0  # seconds the senders waited for the backlog to drain
+        self.stalled = ""  # why the senders stopped: the backlog did not drain (``watch_backlog``)
+        self.unsent = 0  # operations not sent once stalled
         self.levels: dict[str, int] = {}
         self.run_id = uuid.uuid4().hex[:6]
         self.elapsed = 0.0
@@ -404,13 +411,25 @@ class Chaos:
             fakes[name].set_knobs(outage=False)
 
     def watch_backlog(self) -> None:
-        while not self.stop.wait(3.0):
+        """Reads the work queues' backlog every ``BACKLOG_READ_EVERY``; over the limit and not lower than
+        its lowest for ``BACKLOG_STALL_SECONDS``, it gives up: ``stalled`` says why, and the senders stop."""
+        lowest, since = math.inf, time.monotonic()
+        while not self.stop.wait(BACKLOG_READ_EVERY):
             with contextlib.suppress(Exception):  # a failed read keeps the last figure
                 self.backlog = self.queued()[0]
+            now = time.monotonic()
+            if self.backlog <= BACKLOG_LIMIT or self.backlog < lowest:
+                lowest, since = (self.backlog if self.backlog > BACKLOG_LIMIT else math.inf), now
+            elif now - since >= BACKLOG_STALL_SECONDS and not self.stalled:
+                self.stalled = (
+                    f"the work queues held {self.backlog} messages (over {BACKLOG_LIMIT}) and none fewer "
+                    f"than {lowest} for {BACKLOG_STALL_SECONDS:.0f} s: the work does not drain"
+                )
+                print(f"\n  senders stopped: {self.stalled}", file=self.out, flush=True)
 
     def paced(self) -> None:
-        """Wait while the backlog is over ``BACKLOG_LIMIT`` (the senders' backpressure)."""
-        while self.backlog > BACKLOG_LIMIT and not self.stop.is_set():
+        """Wait while the backlog is over ``BACKLOG_LIMIT`` (the senders' backpressure), unless it stalled."""
+        while self.backlog > BACKLOG_LIMIT and not self.stop.is_set() and not self.stalled:
             self.stop.wait(0.5)
             with self.lock:
                 self.held_back += 0.5
@@ -530,6 +549,10 @@ class Chaos:
 
         def one(i: int) -> None:
             self.paced()
+            if self.stalled:
+                with self.lock:
+                    self.unsent += 1
+                return
             draw = random.Random(self.seed * 1_000_003 + i)
             kinds[MIX[i % len(MIX)]](i, draw)
             if i % self.poison_every == self.poison_every // 2:
@@ -1009,6 +1032,11 @@ class Chaos:
                 _few([p.kind + "@" + p.queue for p in ledger_wrong]),
             ),
             ("nothing else parked", not strangers, _few([f"{q}: {c}" for q, c in strangers])),
+            (
+                "the backlog drained while the senders were held back",
+                not self.stalled,
+                f"{self.stalled}; {self.unsent} operations not sent" if self.stalled else "",
+            ),
             ("nothing left in any queue", not queue_left, _few([f"{q}: {n}" for q, n in queue_left.items()])),
             (
                 "garbage HTTP bodies got 4xx, never 5xx",

@@ -33,6 +33,7 @@ def test_the_short_chaos_profile_keeps_every_invariant(tmp_path: Path) -> None:
         time_scale=TIME_SCALE,
         max_workers_per_function=CHAOS_WORKERS,
         clock_overrides=dict(CLOCK),
+        trace_everything=False,
     )
     if os.environ.get("RELAY_CDK_OUT"):
         config.cdk_out = Path(os.environ["RELAY_CDK_OUT"]).resolve()

@@ -38,7 +38,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    with Sandbox(sandbox_config(tmp_path_factory, "console-sandbox-logs"), log=lambda *_: None) as running:
+    config = sandbox_config(tmp_path_factory, "console-sandbox-logs", trace_everything=True)
+    with Sandbox(config, log=lambda *_: None) as running:
         yield running
 
 

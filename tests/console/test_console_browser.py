@@ -353,11 +353,20 @@ def test_an_operations_trace_is_drawn_from_the_spans_the_sandbox_collected(
 
     operation_id = completed_payment(sandbox)
 
+    def sizes(traces: list[Any]) -> list[int]:
+        return sorted(len(t["spans"]) for t in traces)
+
+    read_before: list[Any] = []
+
     def one_trace_across_the_flow() -> Any:
         found = operation_trace(sandbox.endpoint, operation_id=operation_id)
         # The API's handler, then the payment worker's and the invoice worker's records under it.
         across = [t for t in found if len({s["function"] for s in t["spans"]}) >= 3]
-        return across and found
+        # The steps after COMPLETED (the completion notice) may still add traces: the page is compared
+        # with what the sandbox holds once nothing is in flight and two reads agree.
+        settled = sandbox.in_flight() == 0 and sizes(found) == sizes(read_before)
+        read_before[:] = found
+        return across and settled and found
 
     found = wait_for("the operation's spans from 3 functions in one trace", one_trace_across_the_flow)
     page.goto(f"{console.url}#/operation/{operation_id}")

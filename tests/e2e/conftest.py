@@ -13,14 +13,18 @@ from emulator.server import free_port
 from local.sandbox import Sandbox, SandboxConfig
 
 
-def sandbox_config(tmp_path_factory: pytest.TempPathFactory, logs: str) -> SandboxConfig:
+def sandbox_config(
+    tmp_path_factory: pytest.TempPathFactory, logs: str, *, trace_everything: bool = False
+) -> SandboxConfig:
     """A test sandbox's config: free ports, no state file, logs in a temporary folder, and the cloud
-    assembly ``RELAY_CDK_OUT`` names when set."""
+    assembly ``RELAY_CDK_OUT`` names when set. The templates' trace sampling unless ``trace_everything``
+    (the console's tests draw traces)."""
     config = SandboxConfig(
         emulator_port=free_port(),
         api_port=0,
         write_state=False,
         log_dir=tmp_path_factory.mktemp(logs),
+        trace_everything=trace_everything,
     )
     if os.environ.get("RELAY_CDK_OUT"):
         config.cdk_out = Path(os.environ["RELAY_CDK_OUT"]).resolve()
