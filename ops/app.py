@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -825,14 +825,3 @@ def sandbox_endpoint(state_file: Path = SANDBOX_STATE) -> str:
     if not isinstance(endpoint, str) or not endpoint:
         raise OpsError(f"{state_file} names no emulator endpoint")
     return endpoint
-
-
-def iter_pages(method: Any, key: str, token: str, **request: Any) -> Iterator[Any]:
-    """Items of a paginated call whose paginator boto3 lacks (``token`` names both the request and the
-    response field)."""
-    while True:
-        page = method(**request)
-        yield from page.get(key, [])
-        if not page.get(token):
-            return
-        request[token] = page[token]

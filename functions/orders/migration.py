@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from orders.store import ORDER_SK, _history_to_item, order_key
+from orders.store import _history_to_item, order_key
 from relay import entity_events
 from relay.ddb import apply_write, apply_writes, delete
 from relay.expressions import Condition, Update
@@ -40,10 +40,6 @@ class _MovedOn(Exception):
 
 def _moved_on(*_: Any) -> Exception:
     return _MovedOn()
-
-
-def is_older_order(item: Mapping[str, Any]) -> bool:
-    return item.get("sk") == ORDER_SK and entity_events.SCHEMA_VERSION_ATTRIBUTE not in item
 
 
 def migrate_order(ddb: DynamoDBClient, *, orders_table: str, item: Mapping[str, Any], dry_run: bool) -> str:

@@ -59,9 +59,7 @@ from relay.state_machine import (
     iso_moment,
     short_moment,
     state_of,
-    status_check,
     transition_write,
-    unchanged_check,
 )
 
 ORDER_SK = "ORDER"
@@ -256,24 +254,6 @@ class OrderStore(EntityStore):
             },
             on_condition_failed=on_condition_failed,
             record=lambda change: entity_events.record(change, cause, events, held),
-        )
-
-    def unchanged_write(self, order: Order, *, on_condition_failed: OnConditionFailed) -> BusinessWrite:
-        """A ConditionCheck that the order is still in the state and version that were read."""
-        return unchanged_check(
-            self.table_name,
-            order_key(order.order_id),
-            str(order.status),
-            order.version,
-            on_condition_failed=on_condition_failed,
-        )
-
-    def status_is_write(
-        self, order_id: str, status: Status, *, on_condition_failed: OnConditionFailed
-    ) -> BusinessWrite:
-        """A ConditionCheck that the order is in ``status`` (no write)."""
-        return status_check(
-            self.table_name, order_key(order_id), str(status), on_condition_failed=on_condition_failed
         )
 
     def stock_write(

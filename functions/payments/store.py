@@ -44,7 +44,6 @@ from payments.operations import (
     Step,
     TransitionPlan,
     now_iso,
-    parse_iso,
 )
 from relay import deadlines, entity_events
 from relay.claim_check import Kept, canonical_bytes, kept_from_ref
@@ -449,10 +448,6 @@ class _Moved(Exception):
 
 def is_moved(exc: BaseException) -> bool:
     return isinstance(exc, _Moved)
-
-
-def plan_moment(plan: TransitionPlan) -> datetime:
-    return parse_iso(plan.at)
 
 
 def status_of(item: Mapping[str, Any] | None) -> tuple[Status | None, int | None]:

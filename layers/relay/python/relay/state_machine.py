@@ -175,31 +175,6 @@ def transition_write(
     return change.write(table_name, key, condition=expected, on_condition_failed=on_condition_failed)
 
 
-def unchanged_check(
-    table_name: str,
-    key: Mapping[str, Any],
-    status: str,
-    version: int,
-    *,
-    on_condition_failed: OnConditionFailed,
-) -> BusinessWrite:
-    """A transaction ConditionCheck that the entity is still in the state and version that were read."""
-    return (
-        Condition()
-        .equals(**{STATUS: status, VERSION: version})
-        .check(table_name, key, on_condition_failed=on_condition_failed)
-    )
-
-
-def status_check(
-    table_name: str, key: Mapping[str, Any], status: str, *, on_condition_failed: OnConditionFailed
-) -> BusinessWrite:
-    """A transaction ConditionCheck that the entity is in ``status`` (any version)."""
-    return (
-        Condition().equals(**{STATUS: status}).check(table_name, key, on_condition_failed=on_condition_failed)
-    )
-
-
 def state_of(item: Mapping[str, Any] | None) -> tuple[str | None, int | None]:
     """State and version of an item as returned with a failed condition (ALL_OLD)."""
     if not item or STATUS not in item:
