@@ -36,7 +36,8 @@ CHROMIUM_ARGS = [
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "console"
 
 
-@pytest.fixture(scope="session")
+# Package-scoped, as tests/e2e's: stopped when the console's tests are done on this worker.
+@pytest.fixture(scope="package")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     config = sandbox_config(tmp_path_factory, "console-sandbox-logs", trace_everything=True)
     with Sandbox(config, log=lambda *_: None) as running:
@@ -58,7 +59,7 @@ def _console(sb: Sandbox, *, allowed: bool, audit_file: Path) -> Console:
     return Console(app, port=0, redrives=redrives, replays=replays, history_interval=1.0).start()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def console(sandbox: Sandbox, audit_file: Path) -> Iterator[Console]:
     """A console started with --allow-redrive."""
     running = _console(sandbox, allowed=True, audit_file=audit_file)
@@ -66,7 +67,7 @@ def console(sandbox: Sandbox, audit_file: Path) -> Iterator[Console]:
     running.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def read_only_console(sandbox: Sandbox, audit_file: Path) -> Iterator[Console]:
     """A console as it starts by default: read-only."""
     running = _console(sandbox, allowed=False, audit_file=audit_file)
@@ -81,7 +82,7 @@ def _expect_deadline() -> None:
     expect.set_options(timeout=20_000)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not shutil.which(CHROMIUM):
         pytest.fail(f"no Chromium at {CHROMIUM}: `make pytest` installs Debian's (apt-get install chromium)")

@@ -31,7 +31,9 @@ def sandbox_config(
     return config
 
 
-@pytest.fixture(scope="session")
+# Package-scoped: stopped once this worker has run the package's tests, so an idle sandbox (its pollers and
+# alarm evaluation: ~15 % of a core) does not run on beside the lane's next one (tests/scheduling.py).
+@pytest.fixture(scope="package")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     with Sandbox(sandbox_config(tmp_path_factory, "sandbox-logs"), log=lambda *_: None) as running:
         yield running
