@@ -105,7 +105,8 @@ def sweep_now(sb: Sandbox, *, timeout: float = 30.0) -> Firing:
     if not firing.sent:
         raise RuntimeError(f"the sweep schedule could not send: {firing.error}")
     name, url = next((name, url) for name, url in sb.topology.queues.items() if name.endswith(SWEEPS_QUEUE))
-    assert sb.mappings is not None, "the sandbox is not running"
+    if sb.mappings is None:
+        raise RuntimeError("the stage is not started")
     sweeper = next(m for m in sb.mappings.items if m.spec.source_arn.endswith(f":{name}"))
     sqs = client("sqs", sb.endpoint)
     deadline = time.monotonic() + timeout

@@ -56,6 +56,8 @@ DEMO = "tests/demo/"
 SLOW = ("tests/handlers/payments/test_payments_pipeline.py", "tests/handlers/orders/test_orders_pipeline.py")
 
 
+# The scopes that run on a sandbox or an emulator stage of their own.
+SANDBOX_SCOPES = frozenset({"chaos", "e2e", "e2e-api", "examples", "console"})
 # The demo's make targets that start a sandbox (`make bench` includes the sandbox bench).
 SANDBOX_TARGETS = (
     "tests/demo/test_make_sandbox_targets.py",
@@ -69,10 +71,8 @@ NICE = 10
 
 def starts_a_sandbox(nodeid: str) -> bool:
     """Whether the test (or its scope) runs a sandbox or an emulator stage: a lane's work."""
-    scope = scope_of(nodeid)
-    return scope in ("chaos", "e2e", "e2e-api", "examples", "console") or nodeid.startswith(
-        (DEMO + "test_demo_output.py", *SANDBOX_TARGETS)
-    )
+    demo = (DEMO + "test_demo_output.py", *SANDBOX_TARGETS)
+    return scope_of(nodeid) in SANDBOX_SCOPES or nodeid.startswith(demo)
 
 
 def is_lane(worker_id: str) -> bool:
@@ -85,7 +85,7 @@ def rank(nodeid: str) -> int:
     two e2e scopes and the example's stage, the handlers' pipeline tests, infra (one synth, then many
     quick tests), the rest."""
     scope = scope_of(nodeid)
-    if scope in ("chaos", "e2e", "e2e-api", "examples", "console") or nodeid.startswith(DEMO):
+    if scope in SANDBOX_SCOPES or nodeid.startswith(DEMO):
         return 0
     if nodeid.startswith(SLOW):
         return 1
