@@ -1,7 +1,8 @@
 """Patch 6 (``emulator.patches.json_results``): the fast JSON path answers exactly what moto's own
 model-driven serializer answers: a DynamoDB workload covering every attribute type, return values,
-consumed capacity, pagination, batches, transactions and stream records runs with both, response by
-response; and it is the serializer that the patch spares."""
+consumed capacity, pagination, batches, transactions and stream records, and an SQS workload covering
+message and system attributes (binary ones included), FIFO sequence numbers, batch failures and empty
+receives, run with both, response by response; and it is the serializer that the patch spares."""
 
 from __future__ import annotations
 
@@ -151,6 +152,7 @@ def test_the_fast_json_path_answers_what_motos_serializer_answers(
             if not page["Records"]:
                 break
             iterator = page["NextShardIterator"]
+        _sqs_workload()
 
     # boto3 parsed the fast responses into what it parses for DynamoDB (a sanity check of the path).
     assert {r["eventName"] for r in records} == {"INSERT", "MODIFY", "REMOVE"}
@@ -163,6 +165,56 @@ def test_the_fast_json_path_answers_what_motos_serializer_answers(
     for service, op, fast, slow in verified:
         status, headers, body = slow
         assert fast == (status, headers, json.loads(body)), (service, op, fast, slow)
+
+
+def _sqs_workload() -> None:
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    standard = sqs.create_queue(QueueName="q")["QueueUrl"]
+    fifo = sqs.create_queue(
+        QueueName="q.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    attributes: dict[str, Any] = {
+        "eventType": {"DataType": "String", "StringValue": "PaymentRequested"},
+        "attempt": {"DataType": "Number", "StringValue": "2"},
+        "raw": {"DataType": "Binary", "BinaryValue": b"\x00\xffbytes"},
+    }
+    assert sqs.get_queue_url(QueueName="q")["QueueUrl"] == standard
+    sqs.send_message(QueueUrl=standard, MessageBody='{"a": "\u00e9"}', MessageAttributes=attributes)
+    sqs.send_message(QueueUrl=standard, MessageBody="plain")
+    sqs.send_message(QueueUrl=fifo, MessageBody="first", MessageGroupId="g")
+    sqs.send_message_batch(
+        QueueUrl=standard,
+        Entries=[
+            {"Id": "ok", "MessageBody": "b1", "MessageAttributes": attributes},
+            {"Id": "delayed", "MessageBody": "b2", "DelaySeconds": 0},
+        ],
+    )
+    sqs.send_message_batch(QueueUrl=fifo, Entries=[{"Id": "f", "MessageBody": "f2", "MessageGroupId": "h"}])
+    received = sqs.receive_message(
+        QueueUrl=standard,
+        MaxNumberOfMessages=10,
+        MessageSystemAttributeNames=["All"],
+        MessageAttributeNames=["All"],
+    )["Messages"]
+    assert {m["Body"] for m in received} == {'{"a": "\u00e9"}', "plain", "b1", "b2"}
+    assert any(
+        m.get("MessageAttributes", {}).get("raw", {}).get("BinaryValue") == b"\x00\xffbytes" for m in received
+    )
+    sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10, MessageSystemAttributeNames=["SequenceNumber"])
+    sqs.receive_message(QueueUrl=standard, MaxNumberOfMessages=10)  # nothing visible: an empty answer
+    handles = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(received)]
+    sqs.change_message_visibility_batch(
+        QueueUrl=standard,
+        Entries=[
+            {**handles[0], "VisibilityTimeout": 0},
+            {"Id": "bad", "ReceiptHandle": "not-a-handle", "VisibilityTimeout": 0},
+        ],
+    )
+    sqs.delete_message_batch(
+        QueueUrl=standard, Entries=[*handles, {"Id": "bad", "ReceiptHandle": "not-a-handle"}]
+    )
+    sqs.get_queue_attributes(QueueUrl=standard, AttributeNames=["All"])
+    sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["ApproximateNumberOfMessages", "FifoQueue"])
 
 
 def _serializations_of_a_get_item_and_a_describe_table(monkeypatch: pytest.MonkeyPatch) -> list[int]:
