@@ -11,7 +11,7 @@ and which package versions it patches (`PATCHES`). The patches keep the numbers 
  3. dynamodb_lock          every DynamoDB write, and the reads, under one lock: conditions atomic
  4. routing                request routing without per-request directory listings; no access log
  5. sns_signing_cert       SNS signs every message to a subscription with one certificate
- 6. json_results           DynamoDB's data-plane results written as JSON directly
+ 6. json_results           DynamoDB's and SQS's data-plane results written as JSON directly
  7. sqs_queue_attributes   SQS receives without recomputing every queue attribute per message
  8. keep_alive             HTTP/1.1 connections kept open by moto's server (werkzeug)
  9. backend_lookup         a service backend looked up without moto's global lock
